@@ -1,0 +1,92 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// arenaSupervisor builds the arena and runs forward steps on it. Its mailbox
+// takes one message at a time, so forward steps queue behind each other.
+type arenaSupervisor struct {
+	worker  *gpuworker.Worker
+	release *actor.PID
+
+	arena   *messages.Arena
+	retired bool
+}
+
+// Receive handles BuildArena, RunForward and RetireArena.
+func (s *arenaSupervisor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *messages.BuildArena:
+		a, err := s.build(c, m)
+		m.Reply <- messages.BuildArenaReply{Arena: a, Err: err}
+	case *messages.RunForward:
+		m.Reply <- s.forward(m)
+	case *messages.RetireArena:
+		s.retired = true
+		m.Reply <- nil
+	}
+}
+
+func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messages.Arena, error) {
+	switch {
+	case s.retired:
+		return nil, fmt.Errorf("build arena: %w", ErrReleased)
+	case s.arena != nil:
+		return nil, fmt.Errorf("build arena: %w (%s, %s)", ErrArenaBuilt, s.arena.Plan.ModelType, arena.HumanBytes(s.arena.Plan.BufferBytes))
+	case m.Plan == nil:
+		return nil, fmt.Errorf("build arena: %w: nil plan", gpuworker.ErrInvalidValue)
+	case m.Ctx != nil && m.Ctx.Err() != nil:
+		return nil, fmt.Errorf("build arena: %w", m.Ctx.Err())
+	}
+	var ids []arena.BufferID
+	var items []messages.AllocItem
+	for _, id := range arena.BufferIDs() {
+		if b := m.Plan.Buffers[id]; b.Present() {
+			ids = append(ids, id)
+			items = append(items, messages.AllocItem{Label: id.String(), Bytes: b.Bytes})
+		}
+	}
+	// From here on the build runs to its end whatever the caller's context
+	// says: a half-built arena the caller gave up on would leak. A built arena
+	// is registered for release even when nobody waits for it any more.
+	ptrs, err := s.worker.AllocBatch(nil, messages.ArenaOwner, items)
+	if err != nil {
+		return nil, fmt.Errorf("build arena: %w", err)
+	}
+	a := &messages.Arena{Plan: m.Plan}
+	for i, id := range ids {
+		a.Ptrs[id] = ptrs[i]
+	}
+	// norm_unit_w must read as zeros before the first step (design.md §5).
+	// The arena is not built until this succeeds, so a failure frees the batch.
+	if a.Ptrs[arena.NormUnitW] != 0 {
+		if err := s.worker.Memset(nil, a.Ptrs[arena.NormUnitW], 0, a.Bytes(arena.NormUnitW)); err != nil {
+			if ferr := s.worker.FreeBatch(nil, messages.ArenaOwner, ptrs); ferr != nil {
+				return nil, fmt.Errorf("build arena: zero-fill norm_unit_w: %w (and the rollback failed: %v)", err, ferr)
+			}
+			return nil, fmt.Errorf("build arena: zero-fill norm_unit_w: %w", err)
+		}
+	}
+	s.arena = a
+	c.Send(s.release, &messages.RegisterArena{Arena: a})
+	return a, nil
+}
+
+func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply {
+	switch {
+	case s.retired:
+		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrReleased)}
+	case s.arena == nil:
+		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrNoArena)}
+	}
+	a := s.arena
+	d, err := s.worker.Forward(m.Ctx, func(dev messages.Device) error { return m.Step(a, dev) })
+	return messages.ForwardReply{Duration: d, Err: err}
+}

@@ -1,0 +1,18 @@
+package actors
+
+import "errors"
+
+// Sentinel errors of the supervisors; each is wrapped with the sizes or
+// names involved.
+var (
+	// ErrArenaBuilt: BuildArena on a supervisor that already holds an arena.
+	ErrArenaBuilt = errors.New("arena already built")
+	// ErrNoArena: a forward step before BuildArena succeeded.
+	ErrNoArena = errors.New("no arena built")
+	// ErrReleased: a forward step or carve after the arena or slabs were released.
+	ErrReleased = errors.New("arena released")
+	// ErrSlabAbsent: a carve of a slab that was never created.
+	ErrSlabAbsent = errors.New("slab absent")
+	// ErrSlabExists: creating a slab whose name is taken.
+	ErrSlabExists = errors.New("slab already exists")
+)

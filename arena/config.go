@@ -1,0 +1,226 @@
+package arena
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// MaxLayers is the most decoder layers ParseConfig accepts (num_hidden_layers);
+// it bounds the per-layer table a hostile config could make ParseConfig build.
+const MaxLayers = 1 << 16
+
+// ModelConfig is a parsed and validated Hugging Face config.json: the raw
+// sizes the buffer table needs plus what is derived from them (family,
+// per-layer kinds, resolved head_dim). Sizes are in elements unless a field
+// says otherwise. Build one with ParseConfig or LoadConfig.
+type ModelConfig struct {
+	// ModelType is model_type as written ("qwen3_next"); "" when absent.
+	ModelType string
+	// Architectures is the architectures list, informational.
+	Architectures []string
+	// Family is derived from ModelType (FamilyDense for an unknown type).
+	Family Family
+
+	// HiddenSize (H, hidden_size).
+	HiddenSize int64
+	// IntermediateSize (I, intermediate_size) is the dense MLP width; 0 when
+	// the config has none (deepseek_v4).
+	IntermediateSize int64
+	// NumLayers is num_hidden_layers (len(Layers)).
+	NumLayers int64
+	// NumAttentionHeads (Hq, num_attention_heads).
+	NumAttentionHeads int64
+	// NumKVHeads (Hkv, num_key_value_heads; default Hq). It divides Hq.
+	NumKVHeads int64
+	// HeadDim (D) is head_dim (nemotron_h: head_dim, else attention_head_dim),
+	// else hidden_size / num_attention_heads. For MLA it is the q/k head
+	// width qk_nope_head_dim + qk_rope_head_dim.
+	HeadDim int64
+	// VocabSize (V, vocab_size).
+	VocabSize int64
+	// MaxPositionEmbeddings is max_position_embeddings in tokens; 0 when absent.
+	MaxPositionEmbeddings int64
+	// TorchDType is torch_dtype (or the newer dtype) as written ("bfloat16");
+	// "" when absent (gpt_oss). Activations are planned in BF16 regardless.
+	TorchDType string
+	// TieWordEmbeddings is tie_word_embeddings; false when absent.
+	TieWordEmbeddings bool
+	// SlidingWindow is sliding_window in tokens; 0 when absent or null.
+	SlidingWindow int64
+	// Quantization is quantization_config; nil when absent.
+	Quantization *Quantization
+	// ExpertDType is expert_dtype as written ("fp4", deepseek_v4); "" when absent.
+	ExpertDType string
+
+	// NumExperts (E) is the routed expert count (num_local_experts,
+	// num_experts or n_routed_experts); 0 for a model without MoE.
+	NumExperts int64
+	// NumExpertsPerTok (K, num_experts_per_tok); 0 without MoE.
+	NumExpertsPerTok int64
+	// MoEIntermediateSize (Im) is one routed expert's width:
+	// moe_intermediate_size, else intermediate_size (mixtral, gpt_oss).
+	MoEIntermediateSize int64
+	// NumSharedExperts is n_shared_experts (deepseek, nemotron_h), else 1 when
+	// a shared expert width is given (qwen3_next), else 0.
+	NumSharedExperts int64
+	// SharedExpertIntermediateSize is the total width of the shared expert
+	// MLP: shared_expert_intermediate_size (qwen), moe_shared_expert_intermediate_size
+	// (nemotron_h), or n_shared_experts × moe_intermediate_size (deepseek,
+	// as DeepseekV3MoE builds it); 0 when there is none.
+	SharedExpertIntermediateSize int64
+
+	// GatedAttention is true when full attention also projects an output gate
+	// of Hq·D (qwen3_next: q_proj emits query and gate).
+	GatedAttention bool
+	// MLA holds the latent-attention ranks; nil unless FamilyMLA.
+	MLA *MLAConfig
+	// GDN holds the Gated DeltaNet dims; nil unless FamilyGDNHybrid.
+	GDN *GDNConfig
+	// Mamba holds the Mamba-2 dims; nil unless the model has Mamba-2 layers.
+	Mamba *MambaConfig
+	// DeepSeekV4 holds the DeepSeek-V4 attention fields; nil unless FamilyDeepSeekV4.
+	DeepSeekV4 *DeepSeekV4Config
+
+	// Layers is one entry per decoder layer (len == NumLayers).
+	Layers []Layer
+	// Counts tallies Layers by kind.
+	Counts LayerCounts
+	// Notes explains parsing choices (defaults taken, unknown model_type);
+	// PlanFor copies them into Plan.Notes.
+	Notes []string
+}
+
+// Quantization is quantization_config, informational: activations are
+// planned the same whatever the weights' format.
+type Quantization struct {
+	// Method is quant_method ("fp8", "mxfp4").
+	Method string
+	// Format is fmt ("e4m3"); "" when absent.
+	Format string
+	// ActivationScheme is activation_scheme ("dynamic"); "" when absent.
+	ActivationScheme string
+	// WeightBlockSize is weight_block_size ([128, 128]); nil when absent.
+	WeightBlockSize []int64
+	// ModulesToNotConvert is modules_to_not_convert; nil when absent.
+	ModulesToNotConvert []string
+}
+
+// MLAConfig is multi-head latent attention (DeepSeek-V2/V3,
+// modeling_deepseek_v3.py DeepseekV3Attention).
+type MLAConfig struct {
+	// QLoRARank is q_lora_rank (q_a_proj width); 0 when null (q_proj is direct).
+	QLoRARank int64
+	// KVLoRARank is kv_lora_rank, the latent cached per token.
+	KVLoRARank int64
+	// QKRopeHeadDim is qk_rope_head_dim, the rotary part of each q/k head
+	// (and the shared rotary key cached next to the latent).
+	QKRopeHeadDim int64
+	// QKNopeHeadDim is qk_nope_head_dim, the non-rotary part of each q/k head.
+	QKNopeHeadDim int64
+	// VHeadDim is v_head_dim, each head's value (and o_proj input) width.
+	VHeadDim int64
+}
+
+// GDNConfig is Gated DeltaNet linear attention (modeling_qwen3_next.py
+// Qwen3NextGatedDeltaNet).
+type GDNConfig struct {
+	// NumKeyHeads (nk, linear_num_key_heads).
+	NumKeyHeads int64
+	// NumValueHeads (nv, linear_num_value_heads); a multiple of nk.
+	NumValueHeads int64
+	// KeyHeadDim (dk, linear_key_head_dim).
+	KeyHeadDim int64
+	// ValueHeadDim (dv, linear_value_head_dim).
+	ValueHeadDim int64
+	// ConvKernel is linear_conv_kernel_dim (default 4).
+	ConvKernel int64
+}
+
+// MambaConfig is a Mamba-2 mixer (modeling_nemotron_h.py NemotronHMamba2Mixer).
+type MambaConfig struct {
+	// NumHeads is mamba_num_heads.
+	NumHeads int64
+	// HeadDim is mamba_head_dim.
+	HeadDim int64
+	// DInner is NumHeads × HeadDim, the SSM inner width (not expand × hidden_size).
+	DInner int64
+	// StateSize (d_state, ssm_state_size).
+	StateSize int64
+	// NumGroups (n_groups); it divides NumHeads.
+	NumGroups int64
+	// ConvKernel is conv_kernel.
+	ConvKernel int64
+	// ChunkSize is chunk_size, the SSD scan chunk in tokens.
+	ChunkSize int64
+}
+
+// DeepSeekV4Config is the DeepSeek-V4 attention (vLLM deepseek_v4.py): one
+// shared KV head of head_dim (the latent; K = V), queries from a q_lora_rank
+// bottleneck, and an O-projection grouped into o_groups low-rank blocks.
+type DeepSeekV4Config struct {
+	// QLoRARank is q_lora_rank.
+	QLoRARank int64
+	// QKRopeHeadDim is qk_rope_head_dim, the rotary tail of the head_dim latent.
+	QKRopeHeadDim int64
+	// OGroups is o_groups; it divides num_attention_heads.
+	OGroups int64
+	// OLoRARank is o_lora_rank, each O group's bottleneck width.
+	OLoRARank int64
+	// HCMult is hc_mult, the hyper-connection stream count; 0 for none.
+	HCMult int64
+	// IndexHeadDim is index_head_dim, the lightning indexer's key width on
+	// ratio-4 layers; 0 when absent.
+	IndexHeadDim int64
+	// CompressRatios is compress_ratios cut to num_hidden_layers (extra
+	// entries belong to MTP/draft layers). Ratio ≤ 1: sliding window only.
+	CompressRatios []int64
+}
+
+// LoadConfig reads and parses a config.json file. Errors: the os error for an
+// unreadable file, else those of ParseConfig (wrapped with the path).
+func LoadConfig(path string) (*ModelConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("arena: load config: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses and validates a Hugging Face config.json. Every problem
+// is a *ConfigError naming the field and its value, wrapping ErrInvalidConfig:
+// empty input, not a JSON object, a required size missing, zero or negative,
+// a value past int64, heads that do not divide, a layer_types or
+// hybrid_override_pattern of the wrong length or with unknown entries. An
+// unknown model_type that has hidden_size, num_attention_heads,
+// num_hidden_layers, vocab_size and intermediate_size is parsed as
+// FamilyDense with a note. ParseConfig never panics.
+func ParseConfig(data []byte) (*ModelConfig, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &ConfigError{Reason: "empty input"}
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, &ConfigError{Reason: "not a JSON object: " + err.Error(), Err: err}
+	}
+	if obj == nil {
+		return nil, &ConfigError{Reason: "not a JSON object: null"}
+	}
+	r := &fieldReader{obj: obj}
+	c := &ModelConfig{ModelType: r.str("model_type")}
+	parse, known := familyParsers[c.ModelType]
+	if !known {
+		parse = parseUnknown
+	}
+	parse(r, c)
+	if r.err != nil {
+		return nil, r.err
+	}
+	c.Counts = countLayers(c.Layers)
+	return c, nil
+}

@@ -1,0 +1,154 @@
+package arena
+
+// Family is the architecture family of a model, derived from model_type; it
+// decides which config fields are read and which buffers exist.
+type Family uint8
+
+// The families ParseConfig knows.
+const (
+	// FamilyDense: a standard decoder (llama, mistral, qwen2, qwen3) with a
+	// dense MLP in every layer; also any unknown model_type planned as dense.
+	FamilyDense Family = iota + 1
+	// FamilyMoE: a standard decoder whose MLPs are routed experts (mixtral,
+	// qwen2_moe, qwen3_moe, gpt_oss).
+	FamilyMoE
+	// FamilyGDNHybrid: Gated DeltaNet linear attention mixed with gated full
+	// attention (qwen3_next).
+	FamilyGDNHybrid
+	// FamilyMLA: multi-head latent attention plus MoE (deepseek_v2, deepseek_v3).
+	FamilyMLA
+	// FamilyDeepSeekV4: compressed/sliding MQA with a 512-wide latent head,
+	// grouped O-projection and hyper-connections (deepseek_v4).
+	FamilyDeepSeekV4
+	// FamilyMamba2Hybrid: Mamba-2 SSM layers mixed with attention, MLP and
+	// MoE layers by hybrid_override_pattern (nemotron_h).
+	FamilyMamba2Hybrid
+)
+
+var familyNames = [...]string{
+	FamilyDense:        "dense",
+	FamilyMoE:          "moe",
+	FamilyGDNHybrid:    "gdn_hybrid",
+	FamilyMLA:          "mla",
+	FamilyDeepSeekV4:   "deepseek_v4",
+	FamilyMamba2Hybrid: "mamba2_hybrid",
+}
+
+// String is the family's snake_case name ("gdn_hybrid").
+func (f Family) String() string {
+	if int(f) >= len(familyNames) || familyNames[f] == "" {
+		return "family(?)"
+	}
+	return familyNames[f]
+}
+
+// MixerKind is what mixes tokens in one layer.
+type MixerKind uint8
+
+// The token mixers.
+const (
+	// MixerNone: the layer has no token mixer (a nemotron_h "-" or "E" layer).
+	MixerNone MixerKind = iota
+	// MixerFullAttention: softmax attention over the whole sequence; these
+	// layers hold paged KV-cache blocks.
+	MixerFullAttention
+	// MixerSlidingAttention: softmax attention over the last sliding_window
+	// tokens (gpt_oss "sliding_attention", deepseek_v4 compress ratio 0).
+	MixerSlidingAttention
+	// MixerCompressedAttention: deepseek_v4 attention over a history
+	// compressed by compress_ratios[i] (> 1) plus a sliding window.
+	MixerCompressedAttention
+	// MixerGDN: Gated DeltaNet linear attention (qwen3_next "linear_attention").
+	MixerGDN
+	// MixerMamba2: a Mamba-2 SSD layer (nemotron_h "M").
+	MixerMamba2
+)
+
+var mixerNames = [...]string{
+	MixerNone:                "none",
+	MixerFullAttention:       "full_attention",
+	MixerSlidingAttention:    "sliding_attention",
+	MixerCompressedAttention: "compressed_attention",
+	MixerGDN:                 "linear_attention",
+	MixerMamba2:              "mamba2",
+}
+
+// String is the mixer's name, as in HF layer_types where one exists.
+func (k MixerKind) String() string {
+	if int(k) >= len(mixerNames) {
+		return "mixer(?)"
+	}
+	return mixerNames[k]
+}
+
+// FFNKind is the feed-forward block of one layer.
+type FFNKind uint8
+
+// The feed-forward kinds.
+const (
+	// FFNNone: no feed-forward block (a nemotron_h "M" or "*" layer).
+	FFNNone FFNKind = iota
+	// FFNDense: a dense MLP of intermediate_size.
+	FFNDense
+	// FFNMoE: routed experts (plus shared experts where the family has them).
+	FFNMoE
+)
+
+var ffnNames = [...]string{FFNNone: "none", FFNDense: "dense_mlp", FFNMoE: "moe"}
+
+// String is the FFN kind's name ("dense_mlp").
+func (k FFNKind) String() string {
+	if int(k) >= len(ffnNames) {
+		return "ffn(?)"
+	}
+	return ffnNames[k]
+}
+
+// Layer is what one decoder layer contains.
+type Layer struct {
+	Mixer MixerKind
+	FFN   FFNKind
+}
+
+// LayerCounts counts layers by kind; it is derived from ModelConfig.Layers.
+type LayerCounts struct {
+	FullAttention       int64
+	SlidingAttention    int64
+	CompressedAttention int64
+	GDN                 int64
+	Mamba2              int64
+	MoE                 int64
+	DenseMLP            int64
+}
+
+// Attention is the number of softmax-attention layers of any kind (full,
+// sliding, compressed): the layers that need qkv_output and attn_output.
+func (c LayerCounts) Attention() int64 {
+	return c.FullAttention + c.SlidingAttention + c.CompressedAttention
+}
+
+// countLayers tallies layers by kind.
+func countLayers(layers []Layer) LayerCounts {
+	var c LayerCounts
+	for _, l := range layers {
+		switch l.Mixer {
+		case MixerFullAttention:
+			c.FullAttention++
+		case MixerSlidingAttention:
+			c.SlidingAttention++
+		case MixerCompressedAttention:
+			c.CompressedAttention++
+		case MixerGDN:
+			c.GDN++
+		case MixerMamba2:
+			c.Mamba2++
+		}
+		switch l.FFN {
+		case FFNMoE:
+			c.MoE++
+		case FFNDense:
+			c.DenseMLP++
+		}
+	}
+	return c
+}

@@ -1,0 +1,44 @@
+package arena
+
+// Options are the serving options that size the arena. The zero value of a
+// field means "use the default"; DefaultOptions returns the defaults spelled out.
+type Options struct {
+	// MaxBatchTokens (max_batch_tokens, M) is the most tokens one forward step
+	// processes, prefill and decode together. Default 8192.
+	MaxBatchTokens int64
+	// MaxSeqLen (max_seq_len) is the longest sequence served, in tokens.
+	// Default min(max_position_embeddings, 32768).
+	MaxSeqLen int64
+	// KVBlockSize (kv_block_size) is the tokens per paged KV-cache block. Default 16.
+	KVBlockSize int64
+	// MaxBatchSize (max_batch_size) is the most sequences in one decode step. Default 256.
+	MaxBatchSize int64
+	// KMax (k_max) is the number of speculative tokens verified per step. Default 3.
+	KMax int64
+	// LoRAMaxRank (lora_max_rank) is the largest LoRA adapter rank; 0 means no LoRA scratch.
+	LoRAMaxRank int64
+	// FP8Rowwise turns on FP8 row-wise GDN weights, which need the row-wise slab.
+	FP8Rowwise bool
+	// Q2Prefill turns on the native Q2 prefill path and its scratch buffers.
+	Q2Prefill bool
+}
+
+// Defaults of Options, as documented on each field.
+const (
+	DefaultMaxBatchTokens = 8192
+	DefaultMaxSeqLenCap   = 32768
+	DefaultKVBlockSize    = 16
+	DefaultMaxBatchSize   = 256
+	DefaultKMax           = 3
+)
+
+// DefaultOptions returns the default serving options. MaxSeqLen is left 0:
+// it depends on the model and is resolved by PlanFor.
+func DefaultOptions() Options {
+	return Options{
+		MaxBatchTokens: DefaultMaxBatchTokens,
+		KVBlockSize:    DefaultKVBlockSize,
+		MaxBatchSize:   DefaultMaxBatchSize,
+		KMax:           DefaultKMax,
+	}
+}

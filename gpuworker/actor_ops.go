@@ -1,0 +1,267 @@
+package gpuworker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// handle answers one request. Every reply channel has room for one reply, so
+// sending never blocks.
+func (a *gpuActor) handle(msg any) {
+	switch m := msg.(type) {
+	case *messages.Alloc:
+		ptr, err := a.alloc(m)
+		m.Reply <- messages.AllocReply{Ptr: ptr, Err: err}
+	case *messages.AllocBatch:
+		ptrs, err := a.allocBatch(m)
+		m.Reply <- messages.AllocBatchReply{Ptrs: ptrs, Err: err}
+	case *messages.Free:
+		m.Reply <- a.free(m)
+	case *messages.FreeBatch:
+		m.Reply <- a.freeBatch(m)
+	case *messages.FreeOwner:
+		m.Reply <- a.freeOwner(m)
+	case *messages.Memset:
+		err := a.usable(m.Ctx)
+		if err == nil {
+			err = a.device().Memset(m.Ptr, m.Value, m.Bytes)
+		}
+		m.Reply <- err
+	case *messages.CopyHtoD:
+		err := a.usable(m.Ctx)
+		if err == nil {
+			err = a.device().CopyHtoD(m.Dst, m.Src)
+		}
+		m.Reply <- err
+	case *messages.CopyDtoH:
+		m.Reply <- a.copyDtoH(m)
+	case *messages.CopyDtoD:
+		err := a.usable(m.Ctx)
+		if err == nil {
+			err = a.device().CopyDtoD(m.Dst, m.Src, m.Bytes)
+		}
+		m.Reply <- err
+	case *messages.MemInfo:
+		m.Reply <- a.memInfo(m)
+	case *messages.Forward:
+		m.Reply <- a.forward(m)
+	case *messages.LedgerSnapshot:
+		m.Reply <- a.snapshot()
+	case *messages.Stats:
+		m.Reply <- a.stats()
+	default:
+		a.logger.Warn("gpu worker: unknown message", "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// allocate makes one allocation and records it, or returns an
+// *OutOfMemoryError / ErrInvalidValue naming the label.
+func (a *gpuActor) allocate(owner, label string, bytes int64) (messages.DevicePtr, error) {
+	if bytes <= 0 {
+		return 0, fmt.Errorf("alloc %s (%d B): %w: size must be > 0", label, bytes, ErrInvalidValue)
+	}
+	if a.budget > 0 && a.ledger.counters.CurrentBytes+bytes > a.budget {
+		a.ledger.failed()
+		return 0, a.outOfMemory(owner, label, bytes, true, nil)
+	}
+	var ptr messages.DevicePtr
+	err := a.guard("alloc "+label, func() error {
+		var err error
+		ptr, err = a.backend.Alloc(bytes)
+		return err
+	})
+	if err != nil {
+		a.ledger.failed()
+		if errors.Is(err, ErrOutOfMemory) {
+			return 0, a.outOfMemory(owner, label, bytes, false, err)
+		}
+		return 0, fmt.Errorf("alloc %s (%d B): %w", label, bytes, err)
+	}
+	a.ledger.add(ptr, bytes, label, owner)
+	return ptr, nil
+}
+
+func (a *gpuActor) alloc(m *messages.Alloc) (messages.DevicePtr, error) {
+	if err := a.usable(m.Ctx); err != nil {
+		return 0, err
+	}
+	return a.allocate(m.Owner, m.Label, m.Bytes)
+}
+
+// allocBatch allocates every item or none.
+func (a *gpuActor) allocBatch(m *messages.AllocBatch) ([]messages.DevicePtr, error) {
+	if err := a.usable(m.Ctx); err != nil {
+		return nil, err
+	}
+	ptrs := make([]messages.DevicePtr, 0, len(m.Items))
+	for k, it := range m.Items {
+		ptr, err := a.allocate(m.Owner, it.Label, it.Bytes)
+		if err != nil {
+			if rerr := a.rollback(ptrs); rerr != nil {
+				return nil, fmt.Errorf("batch item %d of %d: %w (and the rollback failed: %v)", k+1, len(m.Items), err, rerr)
+			}
+			return nil, fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err)
+		}
+		ptrs = append(ptrs, ptr)
+	}
+	return ptrs, nil
+}
+
+// rollback frees ptrs newest first, keeping going after an error.
+func (a *gpuActor) rollback(ptrs []messages.DevicePtr) error {
+	var first error
+	for i := len(ptrs) - 1; i >= 0; i-- {
+		if err := a.release(ptrs[i]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// release frees a ledgered pointer and forgets it; on failure it stays in the
+// ledger (the backend still holds it).
+func (a *gpuActor) release(ptr messages.DevicePtr) error {
+	e := a.ledger.entries[ptr]
+	err := a.guard("free "+e.Label, func() error { return a.backend.Free(ptr) })
+	if err != nil {
+		return fmt.Errorf("free %s (%d B, owner %q): %w", e.Label, e.Bytes, e.Owner, err)
+	}
+	a.ledger.remove(ptr)
+	return nil
+}
+
+func (a *gpuActor) free(m *messages.Free) error {
+	if err := a.usable(m.Ctx); err != nil {
+		return err
+	}
+	if _, err := a.ledger.lookup(m.Ptr, m.Owner); err != nil {
+		return fmt.Errorf("free: %w", err)
+	}
+	return a.release(m.Ptr)
+}
+
+func (a *gpuActor) freeBatch(m *messages.FreeBatch) error {
+	if err := a.usable(m.Ctx); err != nil {
+		return err
+	}
+	var first error
+	for _, ptr := range m.Ptrs {
+		err := func() error {
+			if _, err := a.ledger.lookup(ptr, m.Owner); err != nil {
+				return fmt.Errorf("free: %w", err)
+			}
+			return a.release(ptr)
+		}()
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (a *gpuActor) freeOwner(m *messages.FreeOwner) messages.FreeOwnerReply {
+	if err := a.usable(m.Ctx); err != nil {
+		return messages.FreeOwnerReply{Err: err}
+	}
+	var r messages.FreeOwnerReply
+	for _, e := range a.ledger.owned(m.Owner) {
+		bytes := e.Bytes
+		if err := a.release(e.Ptr); err != nil {
+			if r.Err == nil {
+				r.Err = err
+			}
+			continue
+		}
+		r.Freed++
+		r.Bytes += bytes
+	}
+	return r
+}
+
+func (a *gpuActor) copyDtoH(m *messages.CopyDtoH) messages.CopyDtoHReply {
+	if err := a.usable(m.Ctx); err != nil {
+		return messages.CopyDtoHReply{Err: err}
+	}
+	if err := a.ledger.checkRange(m.Src, m.Bytes); err != nil {
+		return messages.CopyDtoHReply{Err: fmt.Errorf("copy device→host: %w", err)}
+	}
+	data := make([]byte, m.Bytes)
+	if err := a.device().CopyDtoH(data, m.Src); err != nil {
+		return messages.CopyDtoHReply{Err: err}
+	}
+	return messages.CopyDtoHReply{Data: data}
+}
+
+func (a *gpuActor) memInfo(m *messages.MemInfo) messages.MemInfoReply {
+	if err := a.usable(m.Ctx); err != nil {
+		return messages.MemInfoReply{Err: err}
+	}
+	var r messages.MemInfoReply
+	r.Err = a.guard("mem info", func() error {
+		var err error
+		r.FreeBytes, r.TotalBytes, err = a.backend.MemInfo()
+		return err
+	})
+	return r
+}
+
+// forward runs the step with a device handle that dies when the step returns.
+func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
+	if err := a.usable(m.Ctx); err != nil {
+		return messages.ForwardReply{Err: err}
+	}
+	dev := a.device()
+	defer dev.invalidate()
+	start := time.Now()
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("forward step panicked: %v", r)
+			}
+		}()
+		return m.Step(dev)
+	}()
+	return messages.ForwardReply{Duration: time.Since(start), Err: err}
+}
+
+func (a *gpuActor) snapshot() messages.Ledger {
+	s := a.ledger.snapshot(time.Now())
+	if r, ok := a.backend.(BytesInUseReporter); ok {
+		s.BackendBytesInUse = r.BytesInUse()
+	}
+	return s
+}
+
+func (a *gpuActor) stats() messages.WorkerStats {
+	s := messages.WorkerStats{ThreadIDs: a.dispatcher.threadIDs(), Messages: a.messages}
+	if a.backend != nil {
+		s.Backend = a.backend.Info().Backend
+	}
+	return s
+}
+
+// outOfMemory builds the error of a refused allocation from the ledger and
+// the device's free memory.
+func (a *gpuActor) outOfMemory(owner, label string, bytes int64, overBudget bool, cause error) error {
+	e := &OutOfMemoryError{
+		Label: label, Owner: owner, Bytes: bytes,
+		DeviceFree: -1, DeviceTotal: a.backend.Info().TotalBytes,
+		HeldByOwner: a.ledger.snapshot(time.Now()).BytesByOwner(),
+		Budget:      a.budget, OverBudget: overBudget,
+		Largest: a.ledger.largest(3),
+		Cause:   cause,
+	}
+	if a.fatal == nil {
+		_ = a.guard("mem info", func() error {
+			free, total, err := a.backend.MemInfo()
+			if err == nil {
+				e.DeviceFree, e.DeviceTotal = free, total
+			}
+			return err
+		})
+	}
+	return e
+}

@@ -1,0 +1,60 @@
+package gpuworker
+
+import "github.com/gpuarena/gpuarena/messages"
+
+// Backend is the thing that really calls the device driver. A Backend is
+// created, used and closed on the GPU actor's locked thread only; its methods
+// are not safe for concurrent use.
+//
+// Implementations translate driver results into this package's sentinel
+// errors at the boundary (ErrOutOfMemory, ErrInvalidValue, ErrNotAllocated,
+// ...), so callers test them with errors.Is whatever the backend.
+type Backend interface {
+	// Info describes the device.
+	Info() DeviceInfo
+	// Alloc allocates bytes bytes (cuMemAlloc). bytes ≤ 0 gives ErrInvalidValue;
+	// more than the device has free gives ErrOutOfMemory.
+	Alloc(bytes int64) (messages.DevicePtr, error)
+	// Free frees an allocation made by Alloc (cuMemFree).
+	Free(ptr messages.DevicePtr) error
+	// Memset sets bytes bytes at ptr to value (cuMemsetD8).
+	Memset(ptr messages.DevicePtr, value byte, bytes int64) error
+	// CopyHtoD copies len(src) bytes of host memory to dst (cuMemcpyHtoD).
+	CopyHtoD(dst messages.DevicePtr, src []byte) error
+	// CopyDtoH copies len(dst) bytes at src to host memory (cuMemcpyDtoH).
+	CopyDtoH(dst []byte, src messages.DevicePtr) error
+	// CopyDtoD copies bytes bytes from src to dst (cuMemcpyDtoD).
+	CopyDtoD(dst, src messages.DevicePtr, bytes int64) error
+	// MemInfo returns the device's free and total memory in bytes (cuMemGetInfo).
+	MemInfo() (freeBytes, totalBytes int64, err error)
+	// Close releases the backend (frees what it still holds, releases the
+	// CUDA primary context). Further calls are undefined.
+	Close() error
+}
+
+// BytesInUseReporter is implemented by backends that can tell how many bytes
+// they have allocated (hostsim). The GPU actor reports it beside the ledger
+// so tests can check that the two agree.
+type BytesInUseReporter interface {
+	BytesInUse() int64
+}
+
+// DeviceInfo describes one device.
+type DeviceInfo struct {
+	// Backend is "hostsim" or "cuda".
+	Backend string `json:"backend"`
+	// Ordinal is the device index (CUDA device ordinal; 0 for hostsim).
+	Ordinal int `json:"ordinal"`
+	// Name is the device's marketing name ("NVIDIA H200").
+	Name string `json:"name"`
+	// TotalBytes is the device's memory in bytes.
+	TotalBytes int64 `json:"total_bytes"`
+	// ComputeMajor and ComputeMinor are the compute capability (9.0 for Hopper).
+	ComputeMajor int `json:"compute_major"`
+	ComputeMinor int `json:"compute_minor"`
+}
+
+// BackendFactory makes a Backend. The GPU actor calls it once, on its locked
+// thread, when it starts; for cuda this is where the primary context is
+// retained and made current.
+type BackendFactory func() (Backend, error)

@@ -1,0 +1,70 @@
+package gpuworker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// errStepOver is returned by a device handle used after its forward step returned.
+var errStepOver = errors.New("device handle used after its forward step returned")
+
+// deviceHandle implements messages.Device on the GPU thread: it checks every
+// range against the ledger before the backend sees it.
+type deviceHandle struct {
+	a    *gpuActor
+	dead bool
+}
+
+func (a *gpuActor) device() *deviceHandle { return &deviceHandle{a: a} }
+
+func (d *deviceHandle) invalidate() { d.dead = true }
+
+func (d *deviceHandle) check(op string, ptr messages.DevicePtr, n int64) error {
+	if d.dead {
+		return fmt.Errorf("%s: %w", op, errStepOver)
+	}
+	if d.a.fatal != nil {
+		return d.a.fatal
+	}
+	if err := d.a.ledger.checkRange(ptr, n); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// Memset implements messages.Device.
+func (d *deviceHandle) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
+	if err := d.check("memset", ptr, bytes); err != nil {
+		return err
+	}
+	return d.a.guard("memset", func() error { return d.a.backend.Memset(ptr, value, bytes) })
+}
+
+// CopyHtoD implements messages.Device.
+func (d *deviceHandle) CopyHtoD(dst messages.DevicePtr, src []byte) error {
+	if err := d.check("copy host→device", dst, int64(len(src))); err != nil {
+		return err
+	}
+	return d.a.guard("copy host→device", func() error { return d.a.backend.CopyHtoD(dst, src) })
+}
+
+// CopyDtoH implements messages.Device.
+func (d *deviceHandle) CopyDtoH(dst []byte, src messages.DevicePtr) error {
+	if err := d.check("copy device→host", src, int64(len(dst))); err != nil {
+		return err
+	}
+	return d.a.guard("copy device→host", func() error { return d.a.backend.CopyDtoH(dst, src) })
+}
+
+// CopyDtoD implements messages.Device.
+func (d *deviceHandle) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error {
+	if err := d.check("copy device→device (source)", src, bytes); err != nil {
+		return err
+	}
+	if err := d.check("copy device→device (destination)", dst, bytes); err != nil {
+		return err
+	}
+	return d.a.guard("copy device→device", func() error { return d.a.backend.CopyDtoD(dst, src, bytes) })
+}

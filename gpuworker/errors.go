@@ -1,0 +1,36 @@
+package gpuworker
+
+import "errors"
+
+// Sentinel errors. Backends translate driver results into these at the
+// boundary, and the GPU actor wraps them with the operation
+// ("alloc hidden_states (33554432 B): out of device memory"), so callers test
+// them with errors.Is whatever the backend.
+var (
+	// ErrOutOfMemory: the device (or the budget) cannot hold the request. The
+	// GPU actor returns it inside an *OutOfMemoryError.
+	ErrOutOfMemory = errors.New("out of device memory")
+	// ErrInvalidValue: a size ≤ 0, a nil pointer, or another argument the
+	// driver would refuse (CUDA_ERROR_INVALID_VALUE).
+	ErrInvalidValue = errors.New("invalid value")
+	// ErrNotAllocated: the pointer is not a live allocation (a double free, or
+	// a pointer never returned by Alloc).
+	ErrNotAllocated = errors.New("pointer is not a live allocation")
+	// ErrNotOwner: the pointer is live but held by another owner.
+	ErrNotOwner = errors.New("pointer is held by another owner")
+	// ErrOutOfRange: a memset or copy runs past the end of the allocation it starts in.
+	ErrOutOfRange = errors.New("range is outside the allocation")
+	// ErrClosed: the GPU actor has stopped.
+	ErrClosed = errors.New("gpu worker is closed")
+	// ErrBackendPanic: the backend panicked; the GPU actor stops serving and
+	// reports this for every later request.
+	ErrBackendPanic = errors.New("backend panicked")
+	// ErrNoCUDA: the cuda backend was asked for in a build without the cuda tag.
+	ErrNoCUDA = errors.New("cuda backend not built: rebuild with -tags cuda (see README, Real GPU)")
+	// ErrNoDevice: the asked device ordinal does not exist.
+	ErrNoDevice = errors.New("no such device")
+	// ErrDriver: any other driver failure.
+	ErrDriver = errors.New("driver error")
+	// ErrInjected: a failure injected by hostsim's fault plan (other than out of memory).
+	ErrInjected = errors.New("injected fault")
+)

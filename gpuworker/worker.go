@@ -1,0 +1,227 @@
+package gpuworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// Worker is the handle to a running GPU actor: its PID for other actors, and
+// typed calls that send a request and wait for its reply, the caller's
+// context, or the worker's stop, whichever comes first.
+type Worker struct {
+	system     *actor.ActorSystem
+	pid        *actor.PID
+	dispatcher *PinnedDispatcher
+	info       DeviceInfo
+	budget     int64
+
+	closing  chan struct{} // closed when Stop starts: new requests get ErrClosed
+	stopped  chan struct{} // closed when the actor and its thread are gone
+	stopOnce sync.Once
+}
+
+// WorkerOption configures Start.
+type WorkerOption func(*workerConfig)
+
+type workerConfig struct {
+	utilization float64
+	throughput  int
+	spin        time.Duration
+	logger      *slog.Logger
+}
+
+// WithGPUMemoryUtilization caps what the worker may hold at once at the
+// fraction f (0 < f ≤ 1) of the device's total memory, less what other
+// processes held when the worker started (design.md §6):
+//
+//	budget = f × total − (total − free at start)
+//
+// An allocation past the budget fails with an *OutOfMemoryError whose
+// OverBudget is true. 0 (the default) means no cap beyond the device's.
+func WithGPUMemoryUtilization(f float64) WorkerOption {
+	return func(c *workerConfig) { c.utilization = f }
+}
+
+// WithSpin makes the pinned thread poll for work for d before it parks, which
+// trades one CPU for lower wake-up latency. Default 0.
+func WithSpin(d time.Duration) WorkerOption { return func(c *workerConfig) { c.spin = d } }
+
+// WithThroughput sets the messages handled per scheduling (DefaultThroughput).
+func WithThroughput(n int) WorkerOption { return func(c *workerConfig) { c.throughput = n } }
+
+// WithLogger sets the logger for the worker's own messages (slog.Default()).
+func WithLogger(l *slog.Logger) WorkerOption { return func(c *workerConfig) { c.logger = l } }
+
+// Start starts the pinned thread, spawns the GPU actor on it and opens the
+// backend there. It returns the backend's error (wrapped) when the backend
+// cannot be opened, having stopped everything it started, and
+// ErrInvalidValue for a negative budget.
+//
+// The GPU actor is spawned under a guardian whose directive is stop: it is
+// never restarted, since a restart would drop its ledger and leak the device
+// memory it holds (design.md §1).
+func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOption) (*Worker, error) {
+	cfg := workerConfig{logger: slog.Default()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if !(cfg.utilization >= 0 && cfg.utilization <= 1) {
+		return nil, fmt.Errorf("gpu_memory_utilization %v: %w: want a fraction in (0, 1]", cfg.utilization, ErrInvalidValue)
+	}
+	if factory == nil {
+		return nil, fmt.Errorf("gpu worker: %w: nil backend factory", ErrInvalidValue)
+	}
+	d := NewPinnedDispatcher(cfg.throughput, cfg.spin)
+	ready := make(chan startResult, 1)
+	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready}
+	props := actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithDispatcher(d),
+		actor.WithMailbox(actor.Unbounded()),
+	)
+	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
+	pid := system.Root.WithGuardian(stopOnFailure).Spawn(props)
+	w := &Worker{system: system, pid: pid, dispatcher: d, closing: make(chan struct{}), stopped: make(chan struct{})}
+	res := <-ready
+	if res.err != nil {
+		w.Stop()
+		return nil, fmt.Errorf("start gpu worker: %w", res.err)
+	}
+	w.info, w.budget = res.info, res.budget
+	return w, nil
+}
+
+// PID is the GPU actor's address, for actors that message it directly.
+func (w *Worker) PID() *actor.PID { return w.pid }
+
+// Info describes the device the worker drives.
+func (w *Worker) Info() DeviceInfo { return w.info }
+
+// Budget is the most bytes the worker may hold at once (0: no cap beyond
+// the device's); see WithGPUMemoryUtilization.
+func (w *Worker) Budget() int64 { return w.budget }
+
+// Done is closed when the worker has stopped.
+func (w *Worker) Done() <-chan struct{} { return w.stopped }
+
+// Stop stops the GPU actor, which first answers what is already in its
+// mailbox, then frees everything its ledger still holds and closes the
+// backend, all on its thread; then Stop ends the thread. It is idempotent and
+// returns when the thread has exited.
+func (w *Worker) Stop() {
+	w.stopOnce.Do(func() {
+		close(w.closing)
+		// Poison queues behind the requests already sent, so they are answered.
+		_ = w.system.Root.PoisonFuture(w.pid).Wait()
+		w.dispatcher.Stop()
+		close(w.stopped)
+	})
+	<-w.stopped
+}
+
+// ask sends msg to the GPU actor and waits for its reply.
+func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, error) {
+	select {
+	case <-w.closing:
+		var zero R
+		return zero, ErrClosed
+	default:
+	}
+	return Ask(ctx, w.system.Root, w.pid, msg, reply, w.stopped)
+}
+
+// Alloc allocates bytes bytes for owner, recorded as label.
+func (w *Worker) Alloc(ctx context.Context, owner, label string, bytes int64) (messages.DevicePtr, error) {
+	reply := make(chan messages.AllocReply, 1)
+	r, err := ask(ctx, w, &messages.Alloc{Ctx: ctx, Owner: owner, Label: label, Bytes: bytes, Reply: reply}, reply)
+	return r.Ptr, errors.Join(err, r.Err)
+}
+
+// AllocBatch allocates every item or none.
+func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.AllocItem) ([]messages.DevicePtr, error) {
+	reply := make(chan messages.AllocBatchReply, 1)
+	r, err := ask(ctx, w, &messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Reply: reply}, reply)
+	return r.Ptrs, errors.Join(err, r.Err)
+}
+
+// Free frees one allocation held by owner.
+func (w *Worker) Free(ctx context.Context, owner string, ptr messages.DevicePtr) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.Free{Ctx: ctx, Owner: owner, Ptr: ptr, Reply: reply}, reply)
+	return errors.Join(err, r)
+}
+
+// FreeBatch frees every pointer, keeping going after an error; it returns the first.
+func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []messages.DevicePtr) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.FreeBatch{Ctx: ctx, Owner: owner, Ptrs: ptrs, Reply: reply}, reply)
+	return errors.Join(err, r)
+}
+
+// FreeOwner frees everything owner holds, newest first.
+func (w *Worker) FreeOwner(ctx context.Context, owner string) (messages.FreeOwnerReply, error) {
+	reply := make(chan messages.FreeOwnerReply, 1)
+	r, err := ask(ctx, w, &messages.FreeOwner{Ctx: ctx, Owner: owner, Reply: reply}, reply)
+	return r, errors.Join(err, r.Err)
+}
+
+// Memset sets bytes bytes at ptr to value.
+func (w *Worker) Memset(ctx context.Context, ptr messages.DevicePtr, value byte, bytes int64) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.Memset{Ctx: ctx, Ptr: ptr, Value: value, Bytes: bytes, Reply: reply}, reply)
+	return errors.Join(err, r)
+}
+
+// CopyHtoD copies src to dst.
+func (w *Worker) CopyHtoD(ctx context.Context, dst messages.DevicePtr, src []byte) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.CopyHtoD{Ctx: ctx, Dst: dst, Src: src, Reply: reply}, reply)
+	return errors.Join(err, r)
+}
+
+// CopyDtoH reads bytes bytes at src.
+func (w *Worker) CopyDtoH(ctx context.Context, src messages.DevicePtr, bytes int64) ([]byte, error) {
+	reply := make(chan messages.CopyDtoHReply, 1)
+	r, err := ask(ctx, w, &messages.CopyDtoH{Ctx: ctx, Src: src, Bytes: bytes, Reply: reply}, reply)
+	return r.Data, errors.Join(err, r.Err)
+}
+
+// CopyDtoD copies bytes bytes from src to dst.
+func (w *Worker) CopyDtoD(ctx context.Context, dst, src messages.DevicePtr, bytes int64) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.CopyDtoD{Ctx: ctx, Dst: dst, Src: src, Bytes: bytes, Reply: reply}, reply)
+	return errors.Join(err, r)
+}
+
+// MemInfo returns the device's free and total memory in bytes.
+func (w *Worker) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err error) {
+	reply := make(chan messages.MemInfoReply, 1)
+	r, err := ask(ctx, w, &messages.MemInfo{Ctx: ctx, Reply: reply}, reply)
+	return r.FreeBytes, r.TotalBytes, errors.Join(err, r.Err)
+}
+
+// Forward runs step on the GPU thread; see messages.Forward.
+func (w *Worker) Forward(ctx context.Context, step func(messages.Device) error) (time.Duration, error) {
+	reply := make(chan messages.ForwardReply, 1)
+	r, err := ask(ctx, w, &messages.Forward{Ctx: ctx, Step: step, Reply: reply}, reply)
+	return r.Duration, errors.Join(err, r.Err)
+}
+
+// Ledger returns a snapshot of the ledger.
+func (w *Worker) Ledger(ctx context.Context) (messages.Ledger, error) {
+	reply := make(chan messages.Ledger, 1)
+	return ask(ctx, w, &messages.LedgerSnapshot{Ctx: ctx, Reply: reply}, reply)
+}
+
+// Stats returns how the worker has run.
+func (w *Worker) Stats(ctx context.Context) (messages.WorkerStats, error) {
+	reply := make(chan messages.WorkerStats, 1)
+	return ask(ctx, w, &messages.Stats{Ctx: ctx, Reply: reply}, reply)
+}

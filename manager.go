@@ -1,0 +1,170 @@
+package gpuarena
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpuarena/gpuarena/actors"
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// Types an embedder meets, re-exported from the packages behind the facade.
+type (
+	// Arena is a built arena: one device pointer per arena.BufferID.
+	Arena = messages.Arena
+	// Device is the device handle a forward step gets.
+	Device = messages.Device
+	// DevicePtr is a device address; 0 is NULL.
+	DevicePtr = messages.DevicePtr
+	// Ledger is a snapshot of every live allocation and the counters.
+	Ledger = messages.Ledger
+	// ReleaseReport says what a Release freed.
+	ReleaseReport = messages.ReleaseReply
+	// Stats says how the GPU worker has run (its OS thread ids among others).
+	Stats = messages.WorkerStats
+	// DeviceInfo describes the device.
+	DeviceInfo = gpuworker.DeviceInfo
+)
+
+// Manager owns one device through one GPU actor and its supervisors. Its
+// methods are safe for concurrent use; forward steps run one at a time.
+type Manager struct {
+	system *actor.ActorSystem
+	worker *gpuworker.Worker
+	sup    *actors.Supervisors
+	logger *slog.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts the GPU actor on its own locked OS thread, opens the backend
+// there, and starts the supervisors. Errors: ErrInvalidOption for a bad
+// option, the backend's error (gpuworker.ErrNoCUDA, gpuworker.ErrNoDevice, …)
+// when it cannot be opened; nothing is left running on error.
+func New(opts ...Option) (*Manager, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	quiet := slog.New(minLevelHandler{cfg.logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
+		// A dead letter's throttle keeps a goroutine for this long; keep it short
+		// so Close leaves no goroutine behind for long.
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
+	worker, err := gpuworker.Start(system, cfg.backend.Factory(),
+		gpuworker.WithGPUMemoryUtilization(cfg.utilization),
+		gpuworker.WithSpin(cfg.spin),
+		gpuworker.WithLogger(cfg.logger),
+	)
+	if err != nil {
+		system.Shutdown()
+		return nil, err
+	}
+	m := &Manager{system: system, worker: worker, sup: actors.Spawn(system, worker), logger: cfg.logger}
+	info := worker.Info()
+	cfg.logger.Info("gpuarena: device opened", "backend", info.Backend, "device", info.Name,
+		"total_bytes", info.TotalBytes, "budget_bytes", worker.Budget())
+	return m, nil
+}
+
+// Device describes the device.
+func (m *Manager) Device() DeviceInfo { return m.worker.Info() }
+
+// Budget is the most bytes this process may hold (gpu_memory_utilization ×
+// total, less what other processes held at New).
+func (m *Manager) Budget() int64 { return m.worker.Budget() }
+
+// MemInfo returns the device's free and total memory in bytes (cuMemGetInfo).
+func (m *Manager) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err error) {
+	return m.worker.MemInfo(ctx)
+}
+
+// BuildArena allocates every present buffer of plan in one all-or-nothing
+// batch (a failure at buffer k frees buffers 1..k−1), zero-fills norm_unit_w,
+// then creates the plan's slabs. Once the allocation has started it runs to
+// its end even if ctx is cancelled, and what it built is released by Release
+// or Close. Errors: ErrArenaBuilt, ErrReleased, ErrClosed, an
+// *gpuworker.OutOfMemoryError (errors.Is ErrOutOfMemory).
+func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, error) {
+	a, err := m.sup.BuildArena(ctx, plan)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range plan.Slabs {
+		if err := m.sup.CreateSlab(ctx, s.Name, s.Bytes); err != nil {
+			return nil, fmt.Errorf("build arena: %w", err)
+		}
+	}
+	m.logger.Info("gpuarena: arena built", "model_type", plan.ModelType, "bytes", plan.TotalBytes, "slabs", len(plan.Slabs))
+	return a, nil
+}
+
+// Forward runs one forward step on the GPU thread. Steps run one at a time,
+// in the order they arrive; step gets the arena and a device handle valid only
+// while it runs. A step whose ctx is done before it starts does not start.
+// It returns how long the step ran. Errors: ErrNoArena, ErrReleased,
+// ErrClosed, the context's, and the step's own.
+func (m *Manager) Forward(ctx context.Context, step func(a *Arena, dev Device) error) (time.Duration, error) {
+	r, err := m.sup.Forward(ctx, step)
+	return r.Duration, err
+}
+
+// CarveSlab carves the next bytes bytes (256-byte aligned) from the slab
+// name, bump-only, and returns the region's pointer and offset in the slab.
+// Errors: ErrSlabAbsent (names the slabs there are), arena.ErrSlabExhausted
+// (names asked, used and capacity), ErrReleased, ErrClosed.
+func (m *Manager) CarveSlab(ctx context.Context, name string, bytes int64) (DevicePtr, int64, error) {
+	r, err := m.sup.CarveSlab(ctx, name, bytes, 0)
+	return r.Ptr, r.Offset, err
+}
+
+// Ledger returns a snapshot of every live allocation (label, owner, bytes,
+// pointer, age) and the counters (current, peak, allocations, frees, failures).
+func (m *Manager) Ledger(ctx context.Context) (Ledger, error) { return m.worker.Ledger(ctx) }
+
+// Stats returns how the GPU worker has run.
+func (m *Manager) Stats(ctx context.Context) (Stats, error) { return m.worker.Stats(ctx) }
+
+// Release frees the arena and the slabs: exhaustive (it walks the buffer
+// table), idempotent (a second call frees nothing twice), and it keeps going
+// after an error, returning the first. Later forward steps and carves get
+// ErrReleased.
+func (m *Manager) Release(ctx context.Context) (ReleaseReport, error) {
+	r, err := m.sup.Release(ctx)
+	if err == nil {
+		m.logger.Info("gpuarena: released", "allocations", r.Freed, "bytes", r.Bytes, "duration", r.Duration)
+	}
+	return r, err
+}
+
+// Close releases everything, stops the supervisors, the GPU actor (which
+// frees whatever its ledger still holds, on its own thread) and its thread,
+// and shuts the actor system down. It is idempotent, returns when every
+// goroutine it started has exited, and returns the first error.
+func (m *Manager) Close() error {
+	m.closeOnce.Do(func() {
+		_, err := m.sup.Release(context.Background())
+		m.sup.Stop()
+		m.worker.Stop()
+		m.system.Shutdown()
+		if errors.Is(err, ErrClosed) {
+			err = nil
+		}
+		m.closeErr = err
+	})
+	return m.closeErr
+}

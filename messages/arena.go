@@ -1,0 +1,128 @@
+package messages
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpuarena/gpuarena/arena"
+)
+
+// ArenaOwner is the ledger owner of every arena buffer.
+const ArenaOwner = "arena"
+
+// Arena is a built arena: one device pointer per BufferID, NULL for a buffer
+// the plan leaves out. It is immutable once built.
+type Arena struct {
+	Plan *arena.Plan
+	// Ptrs is indexed by BufferID.
+	Ptrs [arena.NumBuffers]DevicePtr
+}
+
+// Ptr is the device pointer of buffer id (0 when the buffer is absent).
+func (a *Arena) Ptr(id arena.BufferID) DevicePtr { return a.Ptrs[id] }
+
+// Bytes is the size of buffer id in bytes (0 when absent).
+func (a *Arena) Bytes(id arena.BufferID) int64 { return a.Plan.Buffers[id].Bytes }
+
+// BuildArena asks the arena supervisor to allocate every present buffer of
+// Plan in one all-or-nothing batch, zero-fill norm_unit_w, and create the
+// plan's slabs. Reply: BuildArenaReply.
+type BuildArena struct {
+	Ctx   context.Context
+	Plan  *arena.Plan
+	Reply chan<- BuildArenaReply
+}
+
+// BuildArenaReply answers BuildArena.
+type BuildArenaReply struct {
+	Arena *Arena
+	Err   error
+}
+
+// ArenaStep is the work of one forward step: it gets the arena and the device
+// handle, both valid only while it runs, on the GPU thread.
+type ArenaStep func(a *Arena, dev Device) error
+
+// RunForward asks the arena supervisor to run one forward step on the arena.
+// Reply: ForwardReply.
+type RunForward struct {
+	Ctx   context.Context
+	Step  ArenaStep
+	Reply chan<- ForwardReply
+}
+
+// RetireArena tells the arena supervisor that the arena is being released:
+// later RunForward requests fail with ErrReleased. Reply: nil.
+type RetireArena struct {
+	Reply chan<- error
+}
+
+// Slab is one slab allocation, carved bump-only.
+type Slab struct {
+	Name  string
+	Ptr   DevicePtr
+	Bytes int64
+}
+
+// SlabOwner is the ledger owner of the slab named name.
+func SlabOwner(name string) string { return "slab/" + name }
+
+// CreateSlab asks the slab supervisor for one allocation of Bytes bytes named
+// Name. Reply: the error.
+type CreateSlab struct {
+	Ctx   context.Context
+	Name  string
+	Bytes int64
+	Reply chan<- error
+}
+
+// CarveSlab asks the slab supervisor for the next Bytes bytes of slab Name,
+// aligned to Align bytes (0: 256). Carving is bump-only: nothing is ever
+// returned to a slab. Reply: CarveSlabReply.
+type CarveSlab struct {
+	Ctx   context.Context
+	Name  string
+	Bytes int64
+	Align int64
+	Reply chan<- CarveSlabReply
+}
+
+// CarveSlabReply answers CarveSlab: the carved region's pointer and its offset
+// in the slab, or an error (actors.ErrSlabAbsent, arena.ErrSlabExhausted).
+type CarveSlabReply struct {
+	Ptr    DevicePtr
+	Offset int64
+	Err    error
+}
+
+// RetireSlabs tells the slab supervisor that its slabs are being released:
+// later carves fail with ErrReleased. Reply: nil.
+type RetireSlabs struct {
+	Reply chan<- error
+}
+
+// RegisterArena hands a built arena to the release supervisor.
+type RegisterArena struct {
+	Arena *Arena
+}
+
+// RegisterSlab hands a created slab to the release supervisor.
+type RegisterSlab struct {
+	Slab Slab
+}
+
+// Release asks the release supervisor to free every registered resource, in
+// reverse order of registration, walking each arena's buffer table
+// backwards; it keeps going after an error. Reply: ReleaseReply.
+type Release struct {
+	Ctx   context.Context
+	Reply chan<- ReleaseReply
+}
+
+// ReleaseReply answers Release: what was freed and the first error.
+type ReleaseReply struct {
+	Freed    int
+	Bytes    int64
+	Duration time.Duration
+	Err      error
+}

@@ -1,0 +1,46 @@
+package messages
+
+import "time"
+
+// LedgerEntry is one live allocation.
+type LedgerEntry struct {
+	Ptr     DevicePtr `json:"ptr"`
+	Bytes   int64     `json:"bytes"`
+	Label   string    `json:"label"`
+	Owner   string    `json:"owner"`
+	Created time.Time `json:"created"`
+	// Age is how long the allocation had lived when the snapshot was taken.
+	Age time.Duration `json:"age_ns"`
+}
+
+// LedgerCounters are the ledger's running totals since the GPU actor started.
+type LedgerCounters struct {
+	// CurrentBytes is the sum of the live entries' bytes; PeakBytes its maximum.
+	CurrentBytes int64 `json:"current_bytes"`
+	PeakBytes    int64 `json:"peak_bytes"`
+	// Allocations and Frees count successful backend calls; Failures counts
+	// allocations the backend refused.
+	Allocations uint64 `json:"allocations"`
+	Frees       uint64 `json:"frees"`
+	Failures    uint64 `json:"failures"`
+}
+
+// Ledger is a snapshot of every live allocation, oldest first, and the counters.
+type Ledger struct {
+	Entries  []LedgerEntry  `json:"entries"`
+	Counters LedgerCounters `json:"counters"`
+	// BackendBytesInUse is what the backend itself reports as allocated
+	// (hostsim) or -1 where the backend cannot tell (cuda); it must equal
+	// Counters.CurrentBytes.
+	BackendBytesInUse int64     `json:"backend_bytes_in_use"`
+	Taken             time.Time `json:"taken"`
+}
+
+// BytesByOwner sums the live entries' bytes per owner.
+func (l Ledger) BytesByOwner() map[string]int64 {
+	m := make(map[string]int64)
+	for _, e := range l.Entries {
+		m[e.Owner] += e.Bytes
+	}
+	return m
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/gpuarena/gpuarena/actors"
+	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -22,5 +23,5 @@ var (
 	ErrArenaBuilt = actors.ErrArenaBuilt
 	ErrReleased   = actors.ErrReleased
 	// ErrSlabAbsent: a carve of a slab the arena does not have.
-	ErrSlabAbsent = actors.ErrSlabAbsent
+	ErrSlabAbsent = arena.ErrSlabAbsent
 )

@@ -65,7 +65,7 @@ func New(opts ...Option) (*Manager, error) {
 		// so Close leaves no goroutine behind for long.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
-	worker, err := gpuworker.Start(system, cfg.backend.Factory(),
+	worker, err := gpuworker.Start(system, cfg.backend,
 		gpuworker.WithGPUMemoryUtilization(cfg.utilization),
 		gpuworker.WithSpin(cfg.spin),
 		gpuworker.WithLogger(cfg.logger),

@@ -12,7 +12,7 @@ import (
 type Option func(*config)
 
 type config struct {
-	backend     gpuworker.BackendConfig
+	backend     gpuworker.BackendFactory
 	utilization float64
 	logger      *slog.Logger
 	spin        time.Duration
@@ -23,11 +23,24 @@ type config struct {
 const DefaultGPUMemoryUtilization = 0.90
 
 func defaultConfig() config {
-	return config{utilization: DefaultGPUMemoryUtilization, logger: slog.Default()}
+	return config{
+		backend:     gpuworker.BackendConfig{}.Factory(),
+		utilization: DefaultGPUMemoryUtilization,
+		logger:      slog.Default(),
+	}
 }
 
 // WithBackend selects the backend: hostsim (the default) or cuda.
-func WithBackend(b gpuworker.BackendConfig) Option { return func(c *config) { c.backend = b } }
+func WithBackend(b gpuworker.BackendConfig) Option {
+	return func(c *config) { c.backend = b.Factory() }
+}
+
+// WithBackendFactory makes the backend with f, on the GPU thread: for a
+// backend of the embedder's own, or a simulated device the caller keeps a
+// handle to (fault injection, bytes in use).
+func WithBackendFactory(f gpuworker.BackendFactory) Option {
+	return func(c *config) { c.backend = f }
+}
 
 // WithGPUMemoryUtilization sets gpu_memory_utilization, the fraction
 // (0 < f ≤ 1) of the device's total memory this process may hold; memory
@@ -48,6 +61,9 @@ func (c config) validate() error {
 	}
 	if c.spin < 0 {
 		return fmt.Errorf("dispatcher spin %v: %w: want ≥ 0", c.spin, ErrInvalidOption)
+	}
+	if c.backend == nil {
+		return fmt.Errorf("backend factory: %w: nil", ErrInvalidOption)
 	}
 	if c.logger == nil {
 		return fmt.Errorf("logger: %w: nil", ErrInvalidOption)

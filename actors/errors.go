@@ -11,8 +11,6 @@ var (
 	ErrNoArena = errors.New("no arena built")
 	// ErrReleased: a forward step or carve after the arena or slabs were released.
 	ErrReleased = errors.New("arena released")
-	// ErrSlabAbsent: a carve of a slab that was never created.
-	ErrSlabAbsent = errors.New("slab absent")
 	// ErrSlabExists: creating a slab whose name is taken.
 	ErrSlabExists = errors.New("slab already exists")
 )

@@ -75,7 +75,7 @@ func (s *slabSupervisor) carve(m *messages.CarveSlab) messages.CarveSlabReply {
 	}
 	st, ok := s.slabs[m.Name]
 	if !ok {
-		return messages.CarveSlabReply{Err: fmt.Errorf("carve %d B from slab %q: %w (slabs: %s)", m.Bytes, m.Name, ErrSlabAbsent, s.names())}
+		return messages.CarveSlabReply{Err: fmt.Errorf("carve %d B from slab %q: %w (slabs: %s)", m.Bytes, m.Name, arena.ErrSlabAbsent, s.names())}
 	}
 	align := m.Align
 	if align == 0 {

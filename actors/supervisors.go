@@ -90,7 +90,7 @@ func (s *Supervisors) CreateSlab(ctx context.Context, name string, bytes int64) 
 }
 
 // CarveSlab carves bytes bytes (aligned to align, 0: DefaultSlabAlign) from
-// slab name. Errors: ErrSlabAbsent, arena.ErrSlabExhausted, ErrReleased.
+// slab name. Errors: arena.ErrSlabAbsent, arena.ErrSlabExhausted, ErrReleased.
 func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align int64) (messages.CarveSlabReply, error) {
 	reply := make(chan messages.CarveSlabReply, 1)
 	r, err := ask(ctx, s, s.slab, &messages.CarveSlab{Ctx: ctx, Name: name, Bytes: bytes, Align: align, Reply: reply}, reply)

@@ -2,12 +2,12 @@ package arena
 
 // planner is what every buffer rule reads: the config, the resolved options
 // and the decode layout. Arithmetic goes through mul and add, which keep the
-// first overflow in err (naming the buffer being sized) and return 0 after it.
+// first overflow in err (naming what is being sized) and return 0 after it.
 type planner struct {
 	cfg  *ModelConfig
 	opts Options
 	meta DecodeMetaLayout
-	buf  BufferID // the buffer being sized, named by overflow errors
+	what string // the buffer or slab being sized, named by overflow errors
 	err  error
 }
 
@@ -16,7 +16,7 @@ func (p *planner) mul(xs ...int64) int64 {
 	if p.err != nil {
 		return 0
 	}
-	v, err := CheckedProduct(p.buf.String(), xs...)
+	v, err := CheckedProduct(p.what, xs...)
 	p.err = err
 	return v
 }
@@ -26,7 +26,7 @@ func (p *planner) add(xs ...int64) int64 {
 	if p.err != nil {
 		return 0
 	}
-	v, err := CheckedSum(p.buf.String(), xs...)
+	v, err := CheckedSum(p.what, xs...)
 	p.err = err
 	return v
 }

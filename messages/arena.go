@@ -88,7 +88,7 @@ type CarveSlab struct {
 }
 
 // CarveSlabReply answers CarveSlab: the carved region's pointer and its offset
-// in the slab, or an error (actors.ErrSlabAbsent, arena.ErrSlabExhausted).
+// in the slab, or an error (arena.ErrSlabAbsent, arena.ErrSlabExhausted).
 type CarveSlabReply struct {
 	Ptr    DevicePtr
 	Offset int64

@@ -7,7 +7,9 @@
 #   go build -tags cuda ./...
 #
 # Where it looks, first match wins:
-#   1. /usr/local/cuda (a CUDA toolkit): include/cuda.h and the first of
+#   1. /usr/local/cuda (a CUDA toolkit) when GPUARENA_CUDA_SDK is unset and
+#      the toolkit is older than CUDA 13 (gorgonia.org/cu v0.9.6 does not
+#      compile against CUDA 13's cuda.h): include/cuda.h and the first of
 #      lib64/, lib64/stubs/, targets/<arch>-linux/lib/stubs/ holding libcuda.so.
 #   2. A cache folder, filled on first use: ${GPUARENA_CUDA_SDK:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuarena/cuda-sdk}.
 #      It is filled from Debian's non-free packages nvidia-cuda-dev (cuda.h)
@@ -22,7 +24,8 @@
 # else, so that eval works. Progress and errors go to stderr.
 #
 # Environment:
-#   GPUARENA_CUDA_SDK    the cache folder (see above)
+#   GPUARENA_CUDA_SDK    the cache folder (see above); when set, the toolkit
+#                        is not looked at
 #   GPUARENA_CUDA_SUITE  the Debian suite to take the packages from (default
 #                        bookworm: CUDA 11.8 headers, driver 535 library)
 #
@@ -50,18 +53,38 @@ if ! command -v "${CC:-gcc}" >/dev/null 2>&1 && ! command -v cc >/dev/null 2>&1;
 	log "warning: no C compiler (${CC:-gcc}) on PATH: cgo, and so -tags cuda, needs one (apt-get install gcc)"
 fi
 
-# 1. A CUDA toolkit.
-toolkit=/usr/local/cuda
-if [[ -f $toolkit/include/cuda.h ]]; then
-	arch=$(uname -m)
-	for lib in "$toolkit/lib64" "$toolkit/lib64/stubs" "$toolkit/targets/$arch-linux/lib/stubs"; do
+# cuda_version prints the CUDA_VERSION a cuda.h defines (11080 for 11.8).
+cuda_version() { sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$1" | head -n 1; }
+
+# gorgonia.org/cu v0.9.6 compiles against the cuda.h of CUDA 11.8 and 12.4
+# but not 13.0, whose cuda.h maps cuCtxCreate, cuMemAdvise,
+# cuMemPrefetchAsync and cuGraph*Dependencies to new signatures (_v2/_v4).
+max_cuda_version=12999
+
+# use_toolkit emits the flags for the toolkit in $1 and returns 0, or says
+# why not and returns 1.
+use_toolkit() {
+	local toolkit=$1 v lib
+	[[ -f $toolkit/include/cuda.h ]] || return 1
+	v=$(cuda_version "$toolkit/include/cuda.h")
+	if (( ${v:-0} > max_cuda_version )); then
+		log "$toolkit is CUDA ${v:-?}: gorgonia.org/cu v0.9.6 does not compile against its cuda.h; using the cache"
+		return 1
+	fi
+	for lib in "$toolkit/lib64" "$toolkit/lib64/stubs" "$toolkit/targets/$(uname -m)-linux/lib/stubs"; do
 		if [[ -e $lib/libcuda.so ]]; then
-			log "using the CUDA toolkit: $toolkit/include, $lib"
+			log "using the CUDA toolkit (CUDA ${v:-?}): $toolkit/include, $lib"
 			emit "$toolkit/include" "$lib"
-			exit 0
+			return 0
 		fi
 	done
 	log "$toolkit/include/cuda.h exists but no libcuda.so under $toolkit; using the cache"
+	return 1
+}
+
+# 1. A CUDA toolkit, unless GPUARENA_CUDA_SDK names a cache to use.
+if [[ -z ${GPUARENA_CUDA_SDK:-} ]] && use_toolkit /usr/local/cuda; then
+	exit 0
 fi
 
 # 2. The cache.
@@ -75,7 +98,7 @@ if [[ -f $inc/cuda.h && -e $lib/libcuda.so ]]; then
 fi
 
 command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 ||
-	die "no CUDA toolkit in $toolkit, and no apt-get/dpkg-deb to fetch Debian's packages: install the CUDA toolkit, or run this on Debian"
+	die "no usable CUDA toolkit in /usr/local/cuda, and no apt-get/dpkg-deb to fetch Debian's packages: install the CUDA toolkit, or run this on Debian"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [[ -f $keyring ]] || die "$keyring is missing (apt-get install debian-archive-keyring)"
 
@@ -141,6 +164,9 @@ done
 out=$work/sdk
 mkdir -p "$out/include" "$out/lib"
 [[ -f $work/root/usr/include/cuda.h ]] || die "cuda.h not found in nvidia-cuda-dev"
+v=$(cuda_version "$work/root/usr/include/cuda.h")
+(( ${v:-0} <= max_cuda_version )) ||
+	log "warning: $suite's cuda.h is CUDA ${v:-?}: gorgonia.org/cu v0.9.6 may not compile against it (bookworm's 11.8 does)"
 # cuda.h includes only <stdlib.h> and <stdint.h>, and gorgonia.org/cu
 # includes only <cuda.h>: the one header is enough.
 cp "$work/root/usr/include/cuda.h" "$out/include/"

@@ -1,0 +1,143 @@
+package actors_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/gpuarena/gpuarena/actors"
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
+	r := newRig(t, gpuworker.HostSimConfig{}, nil)
+	ctx := context.Background()
+	a, err := r.s.BuildArena(ctx, testPlan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range arena.BufferIDs() {
+		present := id == arena.HiddenStates || id == arena.NormUnitW || id == arena.Logits
+		if (a.Ptr(id) != 0) != present {
+			t.Fatalf("%s: pointer %#x, present %v", id, uint64(a.Ptr(id)), present)
+		}
+	}
+	got, err := r.w.CopyDtoH(ctx, a.Ptr(arena.NormUnitW), 2*mib)
+	if err != nil || !bytes.Equal(got, make([]byte, 2*mib)) {
+		t.Fatalf("norm_unit_w is not zero-filled (err %v)", err)
+	}
+	l, _ := r.w.Ledger(ctx)
+	if l.Counters.CurrentBytes != 6*mib || len(l.Entries) != 3 || l.Entries[0].Label != "hidden_states" || l.Entries[0].Owner != messages.ArenaOwner {
+		t.Fatalf("ledger %+v, want hidden_states, norm_unit_w, logits (6 MiB) owned by arena", l.Entries)
+	}
+	if _, err := r.s.BuildArena(ctx, testPlan()); !errors.Is(err, actors.ErrArenaBuilt) {
+		t.Fatalf("second build: %v, want ErrArenaBuilt", err)
+	}
+}
+
+func TestBuildArenaRollsBackAtEveryBuffer(t *testing.T) {
+	ctx := context.Background()
+	for k := 1; k <= 3; k++ {
+		r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailAllocAt: k}}, nil)
+		_, err := r.s.BuildArena(ctx, testPlan())
+		if !errors.Is(err, gpuworker.ErrOutOfMemory) {
+			t.Fatalf("fault at allocation %d: %v, want ErrOutOfMemory", k, err)
+		}
+		l, _ := r.w.Ledger(ctx)
+		if len(l.Entries) != 0 || r.sim.BytesInUse() != 0 {
+			t.Fatalf("fault at allocation %d: ledger %d entries, backend %d B; want both empty", k, len(l.Entries), r.sim.BytesInUse())
+		}
+		// The supervisor is still usable: forward says there is no arena.
+		if _, err := r.s.Forward(ctx, func(*messages.Arena, messages.Device) error { return nil }); !errors.Is(err, actors.ErrNoArena) {
+			t.Fatalf("forward after a failed build: %v, want ErrNoArena", err)
+		}
+	}
+}
+
+func TestBuildArenaRollsBackWhenZeroFillFails(t *testing.T) {
+	r := newRig(t, gpuworker.HostSimConfig{}, func(h *gpuworker.HostSim) gpuworker.Backend { return memsetFailing{h} })
+	_, err := r.s.BuildArena(context.Background(), testPlan())
+	if !errors.Is(err, gpuworker.ErrInjected) {
+		t.Fatalf("got %v, want the injected memset failure", err)
+	}
+	if r.sim.BytesInUse() != 0 {
+		t.Fatalf("backend holds %d B after a failed zero-fill, want 0", r.sim.BytesInUse())
+	}
+}
+
+func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
+	// Release walks resources newest first, each arena's buffer table
+	// backwards: the slab (registered last), then norm_unit_w, logits,
+	// hidden_states. Fail the second free: norm_unit_w.
+	r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailFreeAt: 2}}, nil)
+	ctx := context.Background()
+	if _, err := r.s.BuildArena(ctx, testPlan()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.s.CreateSlab(ctx, "ssm_rowwise_w_bf16", 4*mib); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := r.s.Release(ctx)
+	if !errors.Is(err, gpuworker.ErrInjected) {
+		t.Fatalf("first release: %v, want the injected free failure", err)
+	}
+	if rep.Freed != 3 || rep.Bytes != 4*mib+3*mib+1*mib {
+		t.Fatalf("first release freed %d allocations, %d B; want 3, %d B", rep.Freed, rep.Bytes, 8*mib)
+	}
+	if r.sim.BytesInUse() != 2*mib {
+		t.Fatalf("backend holds %d B, want norm_unit_w's 2 MiB", r.sim.BytesInUse())
+	}
+	rep, err = r.s.Release(ctx)
+	if err != nil || rep.Freed != 1 || rep.Bytes != 2*mib {
+		t.Fatalf("second release: %+v, %v; want exactly norm_unit_w retried", rep, err)
+	}
+	rep, err = r.s.Release(ctx)
+	if err != nil || rep.Freed != 0 {
+		t.Fatalf("third release: %+v, %v; want a no-op", rep, err)
+	}
+	l, _ := r.w.Ledger(ctx)
+	if l.Counters.CurrentBytes != 0 || r.sim.BytesInUse() != 0 || l.Counters.Frees != 4 {
+		t.Fatalf("after release: ledger %+v, backend %d B", l.Counters, r.sim.BytesInUse())
+	}
+	if _, err := r.s.Forward(ctx, func(*messages.Arena, messages.Device) error { return nil }); !errors.Is(err, actors.ErrReleased) {
+		t.Fatalf("forward after release: %v, want ErrReleased", err)
+	}
+	if _, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); !errors.Is(err, actors.ErrReleased) {
+		t.Fatalf("carve after release: %v, want ErrReleased", err)
+	}
+}
+
+func TestSlabCarveBumpsAndRefuses(t *testing.T) {
+	r := newRig(t, gpuworker.HostSimConfig{}, nil)
+	ctx := context.Background()
+	if err := r.s.CreateSlab(ctx, "w", 4096); err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.s.CarveSlab(ctx, "w", 1000, 0)
+	if err != nil || first.Offset != 0 {
+		t.Fatalf("first carve: %+v, %v", first, err)
+	}
+	second, err := r.s.CarveSlab(ctx, "w", 1000, 0)
+	if err != nil || second.Offset != 1024 || second.Ptr != first.Ptr+1024 {
+		t.Fatalf("second carve: %+v, %v; want offset 1024 (256-byte aligned)", second, err)
+	}
+	_, err = r.s.CarveSlab(ctx, "w", 3000, 0)
+	if !errors.Is(err, arena.ErrSlabExhausted) {
+		t.Fatalf("carve past the end: %v, want ErrSlabExhausted", err)
+	}
+	_, err = r.s.CarveSlab(ctx, "nope", 16, 0)
+	if !errors.Is(err, arena.ErrSlabAbsent) {
+		t.Fatalf("carve of an absent slab: %v, want ErrSlabAbsent", err)
+	}
+	if err := r.s.CreateSlab(ctx, "w", 16); !errors.Is(err, actors.ErrSlabExists) {
+		t.Fatalf("second create: %v, want ErrSlabExists", err)
+	}
+	// Nothing was allocated by the carves: the ledger holds the slab alone.
+	l, _ := r.w.Ledger(ctx)
+	if len(l.Entries) != 1 || l.Entries[0].Bytes != 4096 || l.Entries[0].Owner != messages.SlabOwner("w") {
+		t.Fatalf("ledger %+v, want the one 4096 B slab", l.Entries)
+	}
+}

@@ -20,6 +20,7 @@ type OverflowError struct {
 	A, B int64
 }
 
+// Error is "arena: WHAT: A OP B overflows int64".
 func (e *OverflowError) Error() string {
 	return fmt.Sprintf("arena: %s: %d %s %d overflows int64", e.What, e.A, e.Op, e.B)
 }

@@ -108,12 +108,16 @@ func qwenSharedExpert(r *fieldReader, c *ModelConfig) {
 // Notes; a missing standard field is an error that says why it was needed.
 func parseUnknown(r *fieldReader, c *ModelConfig) {
 	parseDense(r, c)
+	what := fmt.Sprintf("unknown model_type %q", c.ModelType)
+	if c.ModelType == "" {
+		what = "model_type is absent"
+	}
 	if ce, ok := r.err.(*ConfigError); ok {
-		ce.Reason += fmt.Sprintf(" (model_type %q is not known, so it is planned as dense from hidden_size, "+
-			"num_attention_heads, num_hidden_layers, vocab_size and intermediate_size)", c.ModelType)
+		ce.Reason += " (" + what + ": planned as dense, which needs hidden_size, " +
+			"num_attention_heads, num_hidden_layers, vocab_size and intermediate_size)"
 		return
 	}
-	c.Notes = append(c.Notes, fmt.Sprintf("unknown model_type %q: planned as dense", c.ModelType))
+	c.Notes = append(c.Notes, what+": planned as dense")
 }
 
 // parseQwen3Next: modeling_qwen3_next.py. GDN dims from linear_*; layer i is

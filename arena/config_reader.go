@@ -74,7 +74,7 @@ func (r *fieldReader) int(name string) (v int64, ok bool) {
 	}
 	v, problem := parseInt(raw)
 	if problem != "" {
-		r.fail(name, string(raw), problem)
+		r.fail(name, excerpt(raw), problem)
 		return 0, false
 	}
 	return v, true
@@ -130,7 +130,7 @@ func (r *fieldReader) str(name string) string {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		r.fail(name, string(raw), "must be a string")
+		r.fail(name, excerpt(raw), "must be a string")
 	}
 	return s
 }
@@ -143,7 +143,7 @@ func (r *fieldReader) bool(name string) bool {
 	}
 	var b bool
 	if err := json.Unmarshal(raw, &b); err != nil {
-		r.fail(name, string(raw), "must be true or false")
+		r.fail(name, excerpt(raw), "must be true or false")
 	}
 	return b
 }
@@ -156,7 +156,7 @@ func (r *fieldReader) elems(name string) []json.RawMessage {
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
-		r.fail(name, string(raw), "must be an array")
+		r.fail(name, excerpt(raw), "must be an array")
 		return nil
 	}
 	return list
@@ -172,7 +172,7 @@ func (r *fieldReader) strings(name string) []string {
 	for i, e := range list {
 		var s string
 		if err := json.Unmarshal(e, &s); err != nil {
-			r.fail(fmt.Sprintf("%s[%d]", name, i), string(e), "must be a string")
+			r.fail(fmt.Sprintf("%s[%d]", name, i), excerpt(e), "must be a string")
 			return nil
 		}
 		out = append(out, s)
@@ -190,7 +190,7 @@ func (r *fieldReader) ints(name string) []int64 {
 	for i, e := range list {
 		v, problem := parseInt(bytes.TrimSpace(e))
 		if problem != "" {
-			r.fail(fmt.Sprintf("%s[%d]", name, i), string(e), problem)
+			r.fail(fmt.Sprintf("%s[%d]", name, i), excerpt(e), problem)
 			return nil
 		}
 		out = append(out, v)
@@ -206,8 +206,17 @@ func (r *fieldReader) object(name string) *fieldReader {
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		r.fail(name, string(raw), "must be a JSON object")
+		r.fail(name, excerpt(raw), "must be a JSON object")
 		return nil
 	}
 	return &fieldReader{obj: obj, prefix: r.prefix + name + "."}
+}
+
+// excerpt is raw JSON text for an error's Value, cut to 64 bytes.
+func excerpt(raw json.RawMessage) string {
+	const limit = 64
+	if len(raw) > limit {
+		return string(raw[:limit]) + "…"
+	}
+	return string(raw)
 }

@@ -26,6 +26,7 @@ type ConfigError struct {
 	Err error
 }
 
+// Error is `arena: config field "F" = V: reason` (no value when missing).
 func (e *ConfigError) Error() string {
 	switch {
 	case e.Field == "":
@@ -61,6 +62,7 @@ type OptionError struct {
 	Reason string
 }
 
+// Error is "arena: option NAME = V: reason".
 func (e *OptionError) Error() string {
 	return fmt.Sprintf("arena: option %s = %v: %s", e.Option, e.Value, e.Reason)
 }

@@ -106,19 +106,24 @@ func (k FFNKind) String() string {
 
 // Layer is what one decoder layer contains.
 type Layer struct {
+	// Mixer is the layer's token mixer (MixerNone for a nemotron_h "-"/"E" layer).
 	Mixer MixerKind
-	FFN   FFNKind
+	// FFN is the layer's feed-forward block (FFNNone for a nemotron_h "M"/"*" layer).
+	FFN FFNKind
 }
 
 // LayerCounts counts layers by kind; it is derived from ModelConfig.Layers.
 type LayerCounts struct {
+	// Token mixers: layers whose Mixer is MixerFullAttention,
+	// MixerSlidingAttention, MixerCompressedAttention, MixerGDN, MixerMamba2.
 	FullAttention       int64
 	SlidingAttention    int64
 	CompressedAttention int64
 	GDN                 int64
 	Mamba2              int64
-	MoE                 int64
-	DenseMLP            int64
+	// Feed-forward blocks: layers whose FFN is FFNMoE, FFNDense.
+	MoE      int64
+	DenseMLP int64
 }
 
 // Attention is the number of softmax-attention layers of any kind (full,

@@ -17,8 +17,10 @@ const DefaultGPUMemoryUtilization = 0.90
 // DeviceMemory is a device's memory as the driver reports it (cuMemGetInfo),
 // in bytes.
 type DeviceMemory struct {
+	// TotalBytes is the device's total memory.
 	TotalBytes int64
-	FreeBytes  int64
+	// FreeBytes is what is free now; TotalBytes − FreeBytes is used by others.
+	FreeBytes int64
 }
 
 // FitReport is the preflight fit of a Plan on a device (design.md §6). All

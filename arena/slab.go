@@ -27,6 +27,8 @@ type SlabError struct {
 	Err error
 }
 
+// Error names the sentinel, the bytes asked, the alignment and the slab's used,
+// capacity and remaining bytes.
 func (e *SlabError) Error() string {
 	return fmt.Sprintf("%v: asked %d B (align %d) with %d of %d B used (%d B left)",
 		e.Err, e.Asked, e.Align, e.Used, e.Capacity, max(e.Capacity-e.Used, 0))

@@ -97,8 +97,9 @@ if [[ -f $inc/cuda.h && -e $lib/libcuda.so ]]; then
 	exit 0
 fi
 
-command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 ||
+if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
 	die "no usable CUDA toolkit in /usr/local/cuda, and no apt-get/dpkg-deb to fetch Debian's packages: install the CUDA toolkit, or run this on Debian"
+fi
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 [[ -f $keyring ]] || die "$keyring is missing (apt-get install debian-archive-keyring)"
 
@@ -113,7 +114,7 @@ debian_mirror() {
 		# One-line: "deb [opts] URI suite comp..."; deb822: "URIs: URI [URI...]".
 		sed -n -e 's/^[[:space:]]*URIs:[[:space:]]*//p' \
 			-e 's/^[[:space:]]*deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?//p' "$f" |
-			tr ' \t' '\n\n'
+			tr -s '[:blank:]' '\n'
 	done | grep -E '^(https?|file)://[^[:space:]]*/debian/?$' | head -n 1 | sed 's:/*$::'
 }
 mirror=$(debian_mirror || true)

@@ -5,7 +5,7 @@ import "fmt"
 // Resolve returns o with every zero field set to its default for cfg:
 // max_batch_tokens 8192, max_seq_len min(max_position_embeddings, 32768)
 // (32768 when the config has none), kv_block_size 16, max_batch_size 256,
-// k_max 3; lora_max_rank stays 0 (no LoRA). Errors: an *OptionError naming
+// (at most max_batch_tokens), k_max 3; lora_max_rank stays 0 (no LoRA). Errors: an *OptionError naming
 // the option for a negative value, or for a max_batch_size larger than
 // max_batch_tokens (a decode step of max_batch_size sequences is that many tokens).
 func (o Options) Resolve(cfg *ModelConfig) (Options, error) {
@@ -32,7 +32,9 @@ func (o Options) Resolve(cfg *ModelConfig) (Options, error) {
 	}
 	orDefault(&o.MaxBatchTokens, def.MaxBatchTokens)
 	orDefault(&o.KVBlockSize, def.KVBlockSize)
-	orDefault(&o.MaxBatchSize, def.MaxBatchSize)
+	// The default max_batch_size never exceeds max_batch_tokens: a decode
+	// step of max_batch_size sequences is that many tokens.
+	orDefault(&o.MaxBatchSize, min(def.MaxBatchSize, o.MaxBatchTokens))
 	orDefault(&o.KMax, def.KMax)
 	seqCap := int64(DefaultMaxSeqLenCap)
 	if cfg != nil && cfg.MaxPositionEmbeddings > 0 {

@@ -96,12 +96,16 @@ var rules = [NumBuffers]rule{
 		}
 		return shape(BF16, p.m(), p.mul(2, p.cfg.GDN.NumValueHeads))
 	},
-	// [nv·2] F32 (gate + beta), exactly as design.md §5 pins it, GDN only.
+	// [M, 2·nv] F32: the decay gate g = −exp(A_log)·softplus(a + dt_bias) and
+	// beta = sigmoid(b), one of each per token and value head
+	// (modeling_qwen3_next.py, Qwen3NextGatedDeltaNet.forward), GDN only.
+	// design.md §5 writes [nv·2], which holds one token: prefill needs a row
+	// per token.
 	SSMGates: func(p *planner) bufferShape {
 		if !p.hasGDN() {
 			return absent("no GDN layers")
 		}
-		return shape(F32, p.mul(p.cfg.GDN.NumValueHeads, 2))
+		return shape(F32, p.m(), p.mul(2, p.cfg.GDN.NumValueHeads))
 	},
 	// [M, conv_dim] F32, the causal conv1d output. GDN (modeling_qwen3_next.py
 	// conv_dim): 2·nk·dk + nv·dv; Mamba-2 (modeling_nemotron_h.py conv_dim):

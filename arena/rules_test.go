@@ -218,7 +218,7 @@ func TestPlanOtherBuffersByHand(t *testing.T) {
 		// qwen3_next: GDN nk=16 dk=128 nv=32 dv=128.
 		{"qwen3-next-80b-a3b-thinking.json", SSMDeinterleaved, 201326592}, // 8192 × 12288 × 2
 		{"qwen3-next-80b-a3b-thinking.json", SSMBA, 1048576},              // 8192 × 2·32 × 2
-		{"qwen3-next-80b-a3b-thinking.json", SSMGates, 256},               // 32·2 × 4
+		{"qwen3-next-80b-a3b-thinking.json", SSMGates, 2097152},           // 8192 × 32·2 × 4
 		{"qwen3-next-80b-a3b-thinking.json", SSMConvOutF32, 268435456},    // 8192 × (2·16·128 + 32·128 = 8192) × 4
 		// W + U + u_c = 3 × 8192·32·128 = 100663296; S = ⌈8192/64⌉=128 · 32·128·128 = 67108864; × 2
 		{"qwen3-next-80b-a3b-thinking.json", GDNFLAScratch, 335544320},
@@ -355,8 +355,8 @@ func TestPlanOptionErrors(t *testing.T) {
 		{Options{MaxBatchSize: -2}, "max_batch_size"},
 		{Options{KMax: -3}, "k_max"},
 		{Options{LoRAMaxRank: -8}, "lora_max_rank"},
-		{Options{MaxBatchTokens: 128}, "max_batch_size"},             // 256 sequences > 128 tokens
-		{Options{MaxBatchSize: MaxDecodeRows + 1}, "max_batch_size"}, // past the decode metadata maximum
+		{Options{MaxBatchTokens: 128, MaxBatchSize: 256}, "max_batch_size"}, // 256 sequences > 128 tokens
+		{Options{MaxBatchSize: MaxDecodeRows + 1}, "max_batch_size"},        // past the decode metadata maximum
 	}
 	for _, tt := range tests {
 		_, err := PlanFor(cfg, tt.opts)
@@ -364,6 +364,17 @@ func TestPlanOptionErrors(t *testing.T) {
 		if !errors.Is(err, ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != tt.option {
 			t.Errorf("PlanFor(%+v) err = %v, want *OptionError for %s", tt.opts, err, tt.option)
 		}
+	}
+}
+
+// An unset max_batch_size defaults to min(256, max_batch_tokens).
+func TestDefaultMaxBatchSizeFollowsMaxBatchTokens(t *testing.T) {
+	p, err := PlanFor(loadExample(t, "llama-3.1-8b.json"), Options{MaxBatchTokens: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Options.MaxBatchSize != 128 {
+		t.Fatalf("max_batch_size = %d, want 128", p.Options.MaxBatchSize)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
@@ -41,6 +42,8 @@ type Manager struct {
 	worker *gpuworker.Worker
 	sup    *actors.Supervisors
 	logger *slog.Logger
+	// forwardHist observes every forward step that ran (see Collector).
+	forwardHist prometheus.Histogram
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,7 +77,7 @@ func New(opts ...Option) (*Manager, error) {
 		system.Shutdown()
 		return nil, err
 	}
-	m := &Manager{system: system, worker: worker, sup: actors.Spawn(system, worker), logger: cfg.logger}
+	m := &Manager{system: system, worker: worker, sup: actors.Spawn(system, worker), logger: cfg.logger, forwardHist: newForwardHistogram()}
 	info := worker.Info()
 	cfg.logger.Info("gpuarena: device opened", "backend", info.Backend, "device", info.Name,
 		"total_bytes", info.TotalBytes, "budget_bytes", worker.Budget())
@@ -120,6 +123,9 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, err
 // ErrClosed, the context's, and the step's own.
 func (m *Manager) Forward(ctx context.Context, step func(a *Arena, dev Device) error) (time.Duration, error) {
 	r, err := m.sup.Forward(ctx, step)
+	if r.Duration > 0 {
+		m.forwardHist.Observe(r.Duration.Seconds())
+	}
 	return r.Duration, err
 }
 

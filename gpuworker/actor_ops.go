@@ -249,7 +249,7 @@ func (a *gpuActor) outOfMemory(owner, label string, bytes int64, overBudget bool
 	e := &OutOfMemoryError{
 		Label: label, Owner: owner, Bytes: bytes,
 		DeviceFree: -1, DeviceTotal: a.backend.Info().TotalBytes,
-		HeldByOwner: a.ledger.snapshot(time.Now()).BytesByOwner(),
+		HeldByOwner: a.ledger.heldByOwner(),
 		Budget:      a.budget, OverBudget: overBudget,
 		Largest: a.ledger.largest(3),
 		Cause:   cause,

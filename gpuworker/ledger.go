@@ -2,6 +2,7 @@ package gpuworker
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -16,6 +17,7 @@ type ledger struct {
 	starts   []messages.DevicePtr // sorted, for range lookups
 	seq      uint64
 	counters messages.LedgerCounters
+	owners   map[string]messages.OwnerUsage
 }
 
 type ledgerEntry struct {
@@ -24,7 +26,7 @@ type ledgerEntry struct {
 }
 
 func newLedger() *ledger {
-	return &ledger{entries: make(map[messages.DevicePtr]*ledgerEntry)}
+	return &ledger{entries: make(map[messages.DevicePtr]*ledgerEntry), owners: make(map[string]messages.OwnerUsage)}
 }
 
 // add records a successful allocation.
@@ -41,6 +43,10 @@ func (l *ledger) add(ptr messages.DevicePtr, bytes int64, label, owner string) {
 	l.counters.Allocations++
 	l.counters.CurrentBytes += bytes
 	l.counters.PeakBytes = max(l.counters.PeakBytes, l.counters.CurrentBytes)
+	u := l.owners[owner]
+	u.CurrentBytes += bytes
+	u.PeakBytes = max(u.PeakBytes, u.CurrentBytes)
+	l.owners[owner] = u
 }
 
 // remove forgets a freed allocation.
@@ -54,6 +60,9 @@ func (l *ledger) remove(ptr messages.DevicePtr) {
 	l.starts = append(l.starts[:i], l.starts[i+1:]...)
 	l.counters.Frees++
 	l.counters.CurrentBytes -= e.Bytes
+	u := l.owners[e.Owner]
+	u.CurrentBytes -= e.Bytes
+	l.owners[e.Owner] = u
 }
 
 // failed counts an allocation the backend refused.
@@ -121,7 +130,7 @@ func (l *ledger) snapshot(now time.Time) messages.Ledger {
 		entries[len(all)-1-i] = e.LedgerEntry
 		entries[len(all)-1-i].Age = now.Sub(e.Created)
 	}
-	return messages.Ledger{Entries: entries, Counters: l.counters, BackendBytesInUse: -1, Taken: now}
+	return messages.Ledger{Entries: entries, Counters: l.counters, Owners: maps.Clone(l.owners), BackendBytesInUse: -1, Taken: now}
 }
 
 // largest returns up to n entries, largest first.
@@ -133,4 +142,9 @@ func (l *ledger) largest(n int) []messages.LedgerEntry {
 		out = append(out, e.LedgerEntry)
 	}
 	return out
+}
+
+// heldByOwner is the bytes each owner holds now (owners holding none left out).
+func (l *ledger) heldByOwner() map[string]int64 {
+	return messages.Ledger{Owners: l.owners}.BytesByOwner()
 }

@@ -22,6 +22,7 @@ type Worker struct {
 	dispatcher *PinnedDispatcher
 	info       DeviceInfo
 	budget     int64
+	depth      *mailboxDepth
 
 	closing  chan struct{} // closed when Stop starts: new requests get ErrClosed
 	stopped  chan struct{} // closed when the actor and its thread are gone
@@ -81,14 +82,15 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	}
 	d := NewPinnedDispatcher(cfg.throughput, cfg.spin)
 	ready := make(chan startResult, 1)
+	depth := &mailboxDepth{}
 	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(d),
-		actor.WithMailbox(actor.Unbounded()),
+		actor.WithMailbox(actor.Unbounded(depth)),
 	)
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	pid := system.Root.WithGuardian(stopOnFailure).Spawn(props)
-	w := &Worker{system: system, pid: pid, dispatcher: d, closing: make(chan struct{}), stopped: make(chan struct{})}
+	w := &Worker{system: system, pid: pid, dispatcher: d, depth: depth, closing: make(chan struct{}), stopped: make(chan struct{})}
 	res := <-ready
 	if res.err != nil {
 		w.Stop()
@@ -107,6 +109,10 @@ func (w *Worker) Info() DeviceInfo { return w.info }
 // Budget is the most bytes the worker may hold at once (0: no cap beyond
 // the device's); see WithGPUMemoryUtilization.
 func (w *Worker) Budget() int64 { return w.budget }
+
+// MailboxDepth is the number of messages waiting in the GPU actor's mailbox
+// (for metrics; it may be stale by the time it is read).
+func (w *Worker) MailboxDepth() int64 { return w.depth.load() }
 
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.stopped }

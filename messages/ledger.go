@@ -25,10 +25,18 @@ type LedgerCounters struct {
 	Failures    uint64 `json:"failures"`
 }
 
+// OwnerUsage is what one owner holds now and has held at most, in bytes.
+type OwnerUsage struct {
+	CurrentBytes int64 `json:"current_bytes"`
+	PeakBytes    int64 `json:"peak_bytes"`
+}
+
 // Ledger is a snapshot of every live allocation, oldest first, and the counters.
 type Ledger struct {
 	Entries  []LedgerEntry  `json:"entries"`
 	Counters LedgerCounters `json:"counters"`
+	// Owners is the usage of every owner that has ever allocated.
+	Owners map[string]OwnerUsage `json:"owners"`
 	// BackendBytesInUse is what the backend itself reports as allocated
 	// (hostsim) or -1 where the backend cannot tell (cuda); it must equal
 	// Counters.CurrentBytes.
@@ -36,11 +44,13 @@ type Ledger struct {
 	Taken             time.Time `json:"taken"`
 }
 
-// BytesByOwner sums the live entries' bytes per owner.
+// BytesByOwner is the bytes each owner holds now (owners holding none left out).
 func (l Ledger) BytesByOwner() map[string]int64 {
 	m := make(map[string]int64)
-	for _, e := range l.Entries {
-		m[e.Owner] += e.Bytes
+	for o, u := range l.Owners {
+		if u.CurrentBytes > 0 {
+			m[o] = u.CurrentBytes
+		}
 	}
 	return m
 }

@@ -1,0 +1,79 @@
+package gpuarena
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names exported by the Collector.
+const (
+	MetricBytesInUse         = "gpuarena_bytes_in_use"
+	MetricBytesPeak          = "gpuarena_bytes_peak"
+	MetricAllocations        = "gpuarena_allocations_total"
+	MetricFrees              = "gpuarena_frees_total"
+	MetricAllocationFailures = "gpuarena_allocation_failures_total"
+	MetricForwardStep        = "gpuarena_forward_step_seconds"
+	MetricMailboxDepth       = "gpuarena_gpu_mailbox_depth"
+)
+
+// collectTimeout bounds how long a scrape waits for the ledger snapshot.
+const collectTimeout = time.Second
+
+var (
+	descBytesInUse  = prometheus.NewDesc(MetricBytesInUse, "Device bytes this process holds now, by ledger owner.", []string{"owner"}, nil)
+	descBytesPeak   = prometheus.NewDesc(MetricBytesPeak, "Most device bytes held at once, by ledger owner.", []string{"owner"}, nil)
+	descAllocations = prometheus.NewDesc(MetricAllocations, "Device allocations made since the manager started.", nil, nil)
+	descFrees       = prometheus.NewDesc(MetricFrees, "Device allocations freed since the manager started.", nil, nil)
+	descFailures    = prometheus.NewDesc(MetricAllocationFailures, "Device allocations refused (out of memory, over budget).", nil, nil)
+	descDepth       = prometheus.NewDesc(MetricMailboxDepth, "Messages waiting in the GPU actor's mailbox.", nil, nil)
+)
+
+// newForwardHistogram is the forward-step duration histogram: 10 µs to ~10 s.
+func newForwardHistogram() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    MetricForwardStep,
+		Help:    "Duration of one forward step on the GPU thread, in seconds.",
+		Buckets: prometheus.ExponentialBuckets(10e-6, 4, 11),
+	})
+}
+
+// Collector returns a prometheus.Collector of the manager's metrics: bytes in
+// use and peak by owner, allocation, free and failure counts, the
+// forward-step duration histogram and the GPU actor's mailbox depth. Register
+// it on the embedder's own registry (never the global one by default):
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(m.Collector())
+//
+// A scrape asks the GPU actor for a ledger snapshot, waiting at most a second;
+// when it cannot (the manager is closed), the ledger metrics are left out.
+func (m *Manager) Collector() prometheus.Collector { return collector{m} }
+
+type collector struct{ m *Manager }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBytesInUse, descBytesPeak, descAllocations, descFrees, descFailures, descDepth} {
+		ch <- d
+	}
+	c.m.forwardHist.Describe(ch)
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(c.m.worker.MailboxDepth()))
+	c.m.forwardHist.Collect(ch)
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	l, err := c.m.Ledger(ctx)
+	if err != nil {
+		return
+	}
+	for owner, u := range l.Owners {
+		ch <- prometheus.MustNewConstMetric(descBytesInUse, prometheus.GaugeValue, float64(u.CurrentBytes), owner)
+		ch <- prometheus.MustNewConstMetric(descBytesPeak, prometheus.GaugeValue, float64(u.PeakBytes), owner)
+	}
+	ch <- prometheus.MustNewConstMetric(descAllocations, prometheus.CounterValue, float64(l.Counters.Allocations))
+	ch <- prometheus.MustNewConstMetric(descFrees, prometheus.CounterValue, float64(l.Counters.Frees))
+	ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(l.Counters.Failures))
+}

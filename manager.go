@@ -21,6 +21,8 @@ import (
 type (
 	// Arena is a built arena: one device pointer per arena.BufferID.
 	Arena = messages.Arena
+	// Layout is how an arena is allocated: LayoutPooled or LayoutDiscrete.
+	Layout = messages.Layout
 	// Device is the device handle a forward step gets.
 	Device = messages.Device
 	// DevicePtr is a device address; 0 is NULL.
@@ -35,6 +37,12 @@ type (
 	DeviceInfo = gpuworker.DeviceInfo
 )
 
+// The arena layouts; see WithArenaLayout.
+const (
+	LayoutPooled   = messages.LayoutPooled
+	LayoutDiscrete = messages.LayoutDiscrete
+)
+
 // Manager owns one device through one GPU actor and its supervisors. Its
 // methods are safe for concurrent use; forward steps run one at a time.
 type Manager struct {
@@ -42,6 +50,7 @@ type Manager struct {
 	worker *gpuworker.Worker
 	sup    *actors.Supervisors
 	logger *slog.Logger
+	layout Layout
 	// forwardHist observes every forward step that ran (see Collector).
 	forwardHist prometheus.Histogram
 
@@ -77,7 +86,7 @@ func New(opts ...Option) (*Manager, error) {
 		system.Shutdown()
 		return nil, err
 	}
-	m := &Manager{system: system, worker: worker, sup: actors.Spawn(system, worker), logger: cfg.logger, forwardHist: newForwardHistogram()}
+	m := &Manager{system: system, worker: worker, sup: actors.Spawn(system, worker), logger: cfg.logger, layout: cfg.layout, forwardHist: newForwardHistogram()}
 	info := worker.Info()
 	cfg.logger.Info("gpuarena: device opened", "backend", info.Backend, "device", info.Name,
 		"total_bytes", info.TotalBytes, "budget_bytes", worker.Budget())
@@ -96,14 +105,15 @@ func (m *Manager) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err
 	return m.worker.MemInfo(ctx)
 }
 
-// BuildArena allocates every present buffer of plan in one all-or-nothing
-// batch (a failure at buffer k frees buffers 1..k−1), zero-fills norm_unit_w,
-// then creates the plan's slabs. Once the allocation has started it runs to
+// BuildArena allocates every present buffer of plan, all or nothing: as one
+// pool (the default layout), or one allocation per buffer in one batch where a
+// failure at buffer k frees buffers 1..k−1 (WithArenaLayout(LayoutDiscrete)).
+// It zero-fills norm_unit_w, then creates the plan's slabs. Once the allocation has started it runs to
 // its end even if ctx is cancelled, and what it built is released by Release
 // or Close. Errors: ErrArenaBuilt, ErrReleased, ErrClosed, an
 // *gpuworker.OutOfMemoryError (errors.Is ErrOutOfMemory).
 func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, error) {
-	a, err := m.sup.BuildArena(ctx, plan)
+	a, err := m.sup.BuildArena(ctx, plan, m.layout)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,8 @@ func TestCollectorExportsTheLedger(t *testing.T) {
 	defer m.Close()
 	ctx := context.Background()
 	plan := llamaPlan(t)
-	if _, err := m.BuildArena(ctx, plan); err != nil {
+	a, err := m.BuildArena(ctx, plan)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -36,18 +37,13 @@ func TestCollectorExportsTheLedger(t *testing.T) {
 	for _, f := range families {
 		got[f.GetName()] = f
 	}
-	var present uint64
-	for _, b := range plan.Buffers {
-		if b.Present() {
-			present++
-		}
-	}
 	inUse := got[gpuarena.MetricBytesInUse].GetMetric()
-	if len(inUse) != 1 || inUse[0].GetLabel()[0].GetValue() != "arena" || int64(inUse[0].GetGauge().GetValue()) != plan.BufferBytes {
-		t.Fatalf("%s = %v, want arena=%d", gpuarena.MetricBytesInUse, inUse, plan.BufferBytes)
+	// The default layout is one pool holding every buffer.
+	if len(inUse) != 1 || inUse[0].GetLabel()[0].GetValue() != "arena" || int64(inUse[0].GetGauge().GetValue()) != a.PoolBytes {
+		t.Fatalf("%s = %v, want arena=%d", gpuarena.MetricBytesInUse, inUse, a.PoolBytes)
 	}
-	if n := got[gpuarena.MetricAllocations].GetMetric()[0].GetCounter().GetValue(); uint64(n) != present {
-		t.Fatalf("%s = %v, want %d", gpuarena.MetricAllocations, n, present)
+	if n := got[gpuarena.MetricAllocations].GetMetric()[0].GetCounter().GetValue(); n != 1 {
+		t.Fatalf("%s = %v, want 1", gpuarena.MetricAllocations, n)
 	}
 	if n := got[gpuarena.MetricForwardStep].GetMetric()[0].GetHistogram().GetSampleCount(); n != 3 {
 		t.Fatalf("%s count = %d, want 3", gpuarena.MetricForwardStep, n)

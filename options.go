@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/messages"
 )
 
 // Option configures New.
@@ -16,6 +17,7 @@ type config struct {
 	utilization float64
 	logger      *slog.Logger
 	spin        time.Duration
+	layout      messages.Layout
 }
 
 // DefaultGPUMemoryUtilization is the default fraction of the device's total
@@ -27,6 +29,7 @@ func defaultConfig() config {
 		backend:     gpuworker.BackendConfig{}.Factory(),
 		utilization: DefaultGPUMemoryUtilization,
 		logger:      slog.Default(),
+		layout:      messages.LayoutPooled,
 	}
 }
 
@@ -51,6 +54,11 @@ func WithGPUMemoryUtilization(f float64) Option { return func(c *config) { c.uti
 // to l. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
+// WithArenaLayout chooses how BuildArena allocates: LayoutPooled (the
+// default: one allocation, buffers at 256-byte-aligned offsets) or
+// LayoutDiscrete (one allocation per buffer, for memory-checker runs).
+func WithArenaLayout(l Layout) Option { return func(c *config) { c.layout = l } }
+
 // WithDispatcherSpin makes the GPU thread poll for work for d before it parks
 // (see gpuworker.WithSpin). Default 0.
 func WithDispatcherSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
@@ -61,6 +69,9 @@ func (c config) validate() error {
 	}
 	if c.spin < 0 {
 		return fmt.Errorf("dispatcher spin %v: %w: want ≥ 0", c.spin, ErrInvalidOption)
+	}
+	if c.layout != messages.LayoutPooled && c.layout != messages.LayoutDiscrete {
+		return fmt.Errorf("arena layout %q: %w: want %q or %q", c.layout, ErrInvalidOption, messages.LayoutPooled, messages.LayoutDiscrete)
 	}
 	if c.backend == nil {
 		return fmt.Errorf("backend factory: %w: nil", ErrInvalidOption)

@@ -42,33 +42,29 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 		return nil, fmt.Errorf("build arena: %w (%s, %s)", ErrArenaBuilt, s.arena.Plan.ModelType, arena.HumanBytes(s.arena.Plan.BufferBytes))
 	case m.Plan == nil:
 		return nil, fmt.Errorf("build arena: %w: nil plan", gpuworker.ErrInvalidValue)
+	case m.Layout != "" && m.Layout != messages.LayoutPooled && m.Layout != messages.LayoutDiscrete:
+		return nil, fmt.Errorf("build arena: layout %q: %w: want %q or %q", m.Layout, gpuworker.ErrInvalidValue, messages.LayoutPooled, messages.LayoutDiscrete)
 	case m.Ctx != nil && m.Ctx.Err() != nil:
 		return nil, fmt.Errorf("build arena: %w", m.Ctx.Err())
-	}
-	var ids []arena.BufferID
-	var items []messages.AllocItem
-	for _, id := range arena.BufferIDs() {
-		if b := m.Plan.Buffers[id]; b.Present() {
-			ids = append(ids, id)
-			items = append(items, messages.AllocItem{Label: id.String(), Bytes: b.Bytes})
-		}
 	}
 	// From here on the build runs to its end whatever the caller's context
 	// says: a half-built arena the caller gave up on would leak. A built arena
 	// is registered for release even when nobody waits for it any more.
-	ptrs, err := s.worker.AllocBatch(nil, messages.ArenaOwner, items)
+	var a *messages.Arena
+	var err error
+	if m.Layout == messages.LayoutDiscrete {
+		a, err = s.allocDiscrete(m.Plan)
+	} else {
+		a, err = s.allocPooled(m.Plan)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("build arena: %w", err)
 	}
-	a := &messages.Arena{Plan: m.Plan}
-	for i, id := range ids {
-		a.Ptrs[id] = ptrs[i]
-	}
 	// norm_unit_w must read as zeros before the first step (design.md §5).
-	// The arena is not built until this succeeds, so a failure frees the batch.
+	// The arena is not built until this succeeds, so a failure frees it.
 	if a.Ptrs[arena.NormUnitW] != 0 {
 		if err := s.worker.Memset(nil, a.Ptrs[arena.NormUnitW], 0, a.Bytes(arena.NormUnitW)); err != nil {
-			if ferr := s.worker.FreeBatch(nil, messages.ArenaOwner, ptrs); ferr != nil {
+			if _, ferr := s.worker.FreeOwner(nil, messages.ArenaOwner); ferr != nil {
 				return nil, fmt.Errorf("build arena: zero-fill norm_unit_w: %w (and the rollback failed: %v)", err, ferr)
 			}
 			return nil, fmt.Errorf("build arena: zero-fill norm_unit_w: %w", err)
@@ -89,4 +85,51 @@ func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply 
 	a := s.arena
 	d, err := s.worker.Forward(m.Ctx, func(dev messages.Device) error { return m.Step(a, dev) })
 	return messages.ForwardReply{Duration: d, Err: err}
+}
+
+// allocPooled allocates the plan's buffers as one pool.
+func (s *arenaSupervisor) allocPooled(plan *arena.Plan) (*messages.Arena, error) {
+	layout, err := arena.NewPoolLayout(plan)
+	if err != nil {
+		return nil, err
+	}
+	var views []messages.PoolView
+	for _, id := range arena.BufferIDs() {
+		if off := layout.Offsets[id]; off >= 0 {
+			views = append(views, messages.PoolView{Label: id.String(), Offset: off, Bytes: plan.Buffers[id].Bytes})
+		}
+	}
+	pool, err := s.worker.AllocPool(nil, messages.ArenaOwner, messages.PoolLabel, layout.Bytes, views)
+	if err != nil {
+		return nil, err
+	}
+	a := &messages.Arena{Plan: plan, Layout: messages.LayoutPooled, Pool: pool, PoolBytes: layout.Bytes}
+	for _, id := range arena.BufferIDs() {
+		if off := layout.Offsets[id]; off >= 0 {
+			a.Ptrs[id] = pool + messages.DevicePtr(off)
+		}
+	}
+	return a, nil
+}
+
+// allocDiscrete allocates each present buffer on its own, in one
+// all-or-nothing batch.
+func (s *arenaSupervisor) allocDiscrete(plan *arena.Plan) (*messages.Arena, error) {
+	var ids []arena.BufferID
+	var items []messages.AllocItem
+	for _, id := range arena.BufferIDs() {
+		if b := plan.Buffers[id]; b.Present() {
+			ids = append(ids, id)
+			items = append(items, messages.AllocItem{Label: id.String(), Bytes: b.Bytes})
+		}
+	}
+	ptrs, err := s.worker.AllocBatch(nil, messages.ArenaOwner, items)
+	if err != nil {
+		return nil, err
+	}
+	a := &messages.Arena{Plan: plan, Layout: messages.LayoutDiscrete}
+	for i, id := range ids {
+		a.Ptrs[id] = ptrs[i]
+	}
+	return a, nil
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // releaseSupervisor frees every registered resource. Release walks the
-// resources in reverse order of registration and each arena's buffer table
-// backwards (by BufferID, so a new buffer cannot be forgotten), keeps going
-// after an error and returns the first. What it freed it forgets, so a second
+// resources in reverse order of registration and each discrete arena's buffer
+// table backwards (by BufferID, so a new buffer cannot be forgotten; a pooled
+// arena is one allocation), keeps going after an error and returns the first. What it freed it forgets, so a second
 // Release never frees twice; what failed it keeps, so a second Release retries
 // exactly that.
 type releaseSupervisor struct {
@@ -69,8 +69,14 @@ func (s *releaseSupervisor) releaseOne(r *messages.ReleaseReply, res resource) *
 		r.Bytes += bytes
 		return true
 	}
-	if res.arena == nil {
+	switch {
+	case res.arena == nil:
 		if note(res.slab.Bytes, s.free(res.owner, res.slab.Ptr)) {
+			return nil
+		}
+		return &res
+	case res.arena.Pool != 0:
+		if note(res.arena.PoolBytes, s.free(res.owner, res.arena.Pool)) {
 			return nil
 		}
 		return &res

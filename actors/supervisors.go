@@ -55,12 +55,13 @@ func ask[R any](ctx context.Context, s *Supervisors, pid *actor.PID, msg any, re
 	return gpuworker.Ask(ctx, s.system.Root, pid, msg, reply, s.done)
 }
 
-// BuildArena builds the arena of plan; see messages.BuildArena. Errors:
+// BuildArena builds the arena of plan with layout ("" is pooled); see
+// messages.BuildArena. Errors:
 // ErrArenaBuilt, ErrReleased, the context's error, and the GPU worker's
 // (an *gpuworker.OutOfMemoryError when a buffer does not fit).
-func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan) (*messages.Arena, error) {
+func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
 	reply := make(chan messages.BuildArenaReply, 1)
-	r, err := ask(ctx, s, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Reply: reply}, reply)
+	r, err := ask(ctx, s, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply)
 	if err != nil {
 		return nil, err
 	}

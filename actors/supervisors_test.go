@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpuarena/gpuarena/actors"
@@ -15,7 +16,7 @@ import (
 func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{}, nil)
 	ctx := context.Background()
-	a, err := r.s.BuildArena(ctx, testPlan())
+	a, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
 	if l.Counters.CurrentBytes != 6*mib || len(l.Entries) != 3 || l.Entries[0].Label != "hidden_states" || l.Entries[0].Owner != messages.ArenaOwner {
 		t.Fatalf("ledger %+v, want hidden_states, norm_unit_w, logits (6 MiB) owned by arena", l.Entries)
 	}
-	if _, err := r.s.BuildArena(ctx, testPlan()); !errors.Is(err, actors.ErrArenaBuilt) {
+	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); !errors.Is(err, actors.ErrArenaBuilt) {
 		t.Fatalf("second build: %v, want ErrArenaBuilt", err)
 	}
 }
@@ -42,7 +43,7 @@ func TestBuildArenaRollsBackAtEveryBuffer(t *testing.T) {
 	ctx := context.Background()
 	for k := 1; k <= 3; k++ {
 		r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailAllocAt: k}}, nil)
-		_, err := r.s.BuildArena(ctx, testPlan())
+		_, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete)
 		if !errors.Is(err, gpuworker.ErrOutOfMemory) {
 			t.Fatalf("fault at allocation %d: %v, want ErrOutOfMemory", k, err)
 		}
@@ -58,13 +59,62 @@ func TestBuildArenaRollsBackAtEveryBuffer(t *testing.T) {
 }
 
 func TestBuildArenaRollsBackWhenZeroFillFails(t *testing.T) {
-	r := newRig(t, gpuworker.HostSimConfig{}, func(h *gpuworker.HostSim) gpuworker.Backend { return memsetFailing{h} })
-	_, err := r.s.BuildArena(context.Background(), testPlan())
-	if !errors.Is(err, gpuworker.ErrInjected) {
-		t.Fatalf("got %v, want the injected memset failure", err)
+	for _, layout := range []messages.Layout{messages.LayoutDiscrete, messages.LayoutPooled} {
+		r := newRig(t, gpuworker.HostSimConfig{}, func(h *gpuworker.HostSim) gpuworker.Backend { return memsetFailing{h} })
+		_, err := r.s.BuildArena(context.Background(), testPlan(), layout)
+		if !errors.Is(err, gpuworker.ErrInjected) {
+			t.Fatalf("%s: got %v, want the injected memset failure", layout, err)
+		}
+		if r.sim.BytesInUse() != 0 {
+			t.Fatalf("%s: backend holds %d B after a failed zero-fill, want 0", layout, r.sim.BytesInUse())
+		}
 	}
-	if r.sim.BytesInUse() != 0 {
-		t.Fatalf("backend holds %d B after a failed zero-fill, want 0", r.sim.BytesInUse())
+}
+
+// A pooled arena is one backend allocation; the ledger shows it and a view per
+// buffer, a copy cannot run from one buffer into the next, and release frees
+// it in one call.
+func TestPooledArena(t *testing.T) {
+	r := newRig(t, gpuworker.HostSimConfig{RecordThreads: true}, nil)
+	ctx := context.Background()
+	a, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hidden_states [0, 1 MiB), logits [1 MiB, 4 MiB), norm_unit_w [4 MiB, 6 MiB): BufferID order.
+	if a.Pool == 0 || a.PoolBytes != 6*mib || a.Ptr(arena.HiddenStates) != a.Pool || a.Ptr(arena.Logits) != a.Pool+mib || a.Ptr(arena.NormUnitW) != a.Pool+4*mib {
+		t.Fatalf("pooled arena %+v", a)
+	}
+	if r.sim.BytesInUse() != 6*mib {
+		t.Fatalf("backend holds %d B, want one 6 MiB pool", r.sim.BytesInUse())
+	}
+	l, _ := r.w.Ledger(ctx)
+	labels := []string{}
+	for _, e := range l.Entries {
+		labels = append(labels, e.Label)
+		if e.Label != messages.PoolLabel && e.Parent != a.Pool {
+			t.Fatalf("view %+v has parent %#x, want the pool %#x", e, uint64(e.Parent), uint64(a.Pool))
+		}
+	}
+	if want := "arena_pool hidden_states logits norm_unit_w"; strings.Join(labels, " ") != want {
+		t.Fatalf("ledger labels %q, want %q", labels, want)
+	}
+	if l.Counters.CurrentBytes != 6*mib || l.Counters.Allocations != 1 {
+		t.Fatalf("counters %+v, want one 6 MiB allocation", l.Counters)
+	}
+	_, err = r.s.Forward(ctx, func(a *messages.Arena, dev messages.Device) error {
+		return dev.CopyDtoD(a.Ptr(arena.Logits), a.Ptr(arena.HiddenStates), 2*mib)
+	})
+	if !errors.Is(err, gpuworker.ErrOutOfRange) {
+		t.Fatalf("a copy past the end of hidden_states: %v, want ErrOutOfRange", err)
+	}
+	rep, err := r.s.Release(ctx)
+	if err != nil || rep.Freed != 1 || rep.Bytes != 6*mib || r.sim.BytesInUse() != 0 {
+		t.Fatalf("release %+v, %v; backend %d B", rep, err, r.sim.BytesInUse())
+	}
+	l, _ = r.w.Ledger(ctx)
+	if len(l.Entries) != 0 {
+		t.Fatalf("ledger after release: %+v", l.Entries)
 	}
 }
 
@@ -74,7 +124,7 @@ func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
 	// hidden_states. Fail the second free: norm_unit_w.
 	r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailFreeAt: 2}}, nil)
 	ctx := context.Background()
-	if _, err := r.s.BuildArena(ctx, testPlan()); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.s.CreateSlab(ctx, "ssm_rowwise_w_bf16", 4*mib); err != nil {

@@ -18,6 +18,9 @@ func (a *gpuActor) handle(msg any) {
 	case *messages.AllocBatch:
 		ptrs, err := a.allocBatch(m)
 		m.Reply <- messages.AllocBatchReply{Ptrs: ptrs, Err: err}
+	case *messages.AllocPool:
+		ptr, err := a.allocPool(m)
+		m.Reply <- messages.AllocReply{Ptr: ptr, Err: err}
 	case *messages.Free:
 		m.Reply <- a.free(m)
 	case *messages.FreeBatch:
@@ -108,6 +111,36 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) ([]messages.DevicePtr, err
 		ptrs = append(ptrs, ptr)
 	}
 	return ptrs, nil
+}
+
+// allocPool makes one allocation and records the buffers inside it as views.
+func (a *gpuActor) allocPool(m *messages.AllocPool) (messages.DevicePtr, error) {
+	if err := a.usable(m.Ctx); err != nil {
+		return 0, err
+	}
+	if err := checkViews(m.Label, m.Bytes, m.Views); err != nil {
+		return 0, err
+	}
+	ptr, err := a.allocate(m.Owner, m.Label, m.Bytes)
+	if err != nil {
+		return 0, err
+	}
+	a.ledger.addViews(ptr, m.Views)
+	return ptr, nil
+}
+
+// checkViews verifies that views lie inside a pool of bytes bytes, in
+// increasing offset order, without overlapping.
+func checkViews(label string, bytes int64, views []messages.PoolView) error {
+	var end int64
+	for _, v := range views {
+		if v.Bytes <= 0 || v.Offset < end || v.Offset > bytes-v.Bytes {
+			return fmt.Errorf("pool %s (%d B): view %s at offset %d (%d B) after offset %d: %w: views must be non-empty, in order, inside the pool and not overlap",
+				label, bytes, v.Label, v.Offset, v.Bytes, end, ErrInvalidValue)
+		}
+		end = v.Offset + v.Bytes
+	}
+	return nil
 }
 
 // rollback frees ptrs newest first, keeping going after an error.

@@ -3,6 +3,7 @@ package gpuworker
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -13,8 +14,11 @@ import (
 // bytes, pointer, creation time. It is the single source of truth for what
 // the process holds on the device. It is used on the GPU thread only.
 type ledger struct {
-	entries  map[messages.DevicePtr]*ledgerEntry
-	starts   []messages.DevicePtr // sorted, for range lookups
+	entries map[messages.DevicePtr]*ledgerEntry
+	starts  []messages.DevicePtr // sorted, for range lookups
+	// views are the buffers inside pool allocations, sorted by pointer; they
+	// never overlap. A range that starts in a view must end in it.
+	views    []*ledgerEntry
 	seq      uint64
 	counters messages.LedgerCounters
 	owners   map[string]messages.OwnerUsage
@@ -49,12 +53,28 @@ func (l *ledger) add(ptr messages.DevicePtr, bytes int64, label, owner string) {
 	l.owners[owner] = u
 }
 
-// remove forgets a freed allocation.
+// addViews records the buffers inside the pool allocation at parent, which
+// must be live; the caller has checked that they lie inside it and do not
+// overlap.
+func (l *ledger) addViews(parent messages.DevicePtr, views []messages.PoolView) {
+	p := l.entries[parent]
+	for _, v := range views {
+		l.seq++
+		l.views = append(l.views, &ledgerEntry{
+			LedgerEntry: messages.LedgerEntry{Ptr: parent + messages.DevicePtr(v.Offset), Bytes: v.Bytes, Label: v.Label, Owner: p.Owner, Parent: parent, Created: p.Created},
+			seq:         l.seq,
+		})
+	}
+	sort.Slice(l.views, func(i, j int) bool { return l.views[i].Ptr < l.views[j].Ptr })
+}
+
+// remove forgets a freed allocation and the views inside it.
 func (l *ledger) remove(ptr messages.DevicePtr) {
 	e, ok := l.entries[ptr]
 	if !ok {
 		return
 	}
+	l.views = slices.DeleteFunc(l.views, func(v *ledgerEntry) bool { return v.Parent == ptr })
 	delete(l.entries, ptr)
 	i := sort.Search(len(l.starts), func(i int) bool { return l.starts[i] >= ptr })
 	l.starts = append(l.starts[:i], l.starts[i+1:]...)
@@ -80,16 +100,26 @@ func (l *ledger) lookup(ptr messages.DevicePtr, owner string) (*ledgerEntry, err
 	return e, nil
 }
 
-// checkRange verifies that [ptr, ptr+n) lies inside one live allocation.
+// checkRange verifies that [ptr, ptr+n) lies inside one live allocation and,
+// when it starts in a view of a pool, inside that view.
 func (l *ledger) checkRange(ptr messages.DevicePtr, n int64) error {
 	if n < 0 {
 		return fmt.Errorf("%d B at %#x: %w: size must be ≥ 0", n, uint64(ptr), ErrInvalidValue)
+	}
+	if i := sort.Search(len(l.views), func(i int) bool { return l.views[i].Ptr > ptr }) - 1; i >= 0 {
+		if v := l.views[i]; int64(ptr-v.Ptr) < v.Bytes {
+			return v.checkInside(ptr, n)
+		}
 	}
 	i := sort.Search(len(l.starts), func(i int) bool { return l.starts[i] > ptr }) - 1
 	if i < 0 {
 		return fmt.Errorf("%#x: %w", uint64(ptr), ErrNotAllocated)
 	}
-	e := l.entries[l.starts[i]]
+	return l.entries[l.starts[i]].checkInside(ptr, n)
+}
+
+// checkInside verifies that [ptr, ptr+n) lies inside e.
+func (e *ledgerEntry) checkInside(ptr messages.DevicePtr, n int64) error {
 	off := int64(ptr - e.Ptr)
 	if off >= e.Bytes {
 		return fmt.Errorf("%#x: %w", uint64(ptr), ErrNotAllocated)
@@ -122,9 +152,10 @@ func (l *ledger) all() []*ledgerEntry {
 	return out
 }
 
-// snapshot copies the ledger, oldest entry first.
+// snapshot copies the ledger, oldest entry first, each pool followed by its views.
 func (l *ledger) snapshot(now time.Time) messages.Ledger {
-	all := l.all()
+	all := append(l.all(), l.views...)
+	sort.Slice(all, func(i, j int) bool { return all[i].seq > all[j].seq })
 	entries := make([]messages.LedgerEntry, len(all))
 	for i, e := range all {
 		entries[len(all)-1-i] = e.LedgerEntry

@@ -157,6 +157,13 @@ func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.
 	return r.Ptrs, errors.Join(err, r.Err)
 }
 
+// AllocPool allocates one pool of bytes bytes holding views; see messages.AllocPool.
+func (w *Worker) AllocPool(ctx context.Context, owner, label string, bytes int64, views []messages.PoolView) (messages.DevicePtr, error) {
+	reply := make(chan messages.AllocReply, 1)
+	r, err := ask(ctx, w, &messages.AllocPool{Ctx: ctx, Owner: owner, Label: label, Bytes: bytes, Views: views, Reply: reply}, reply)
+	return r.Ptr, errors.Join(err, r.Err)
+}
+
 // Free frees one allocation held by owner.
 func (w *Worker) Free(ctx context.Context, owner string, ptr messages.DevicePtr) error {
 	reply := make(chan error, 1)

@@ -10,12 +10,33 @@ import (
 // ArenaOwner is the ledger owner of every arena buffer.
 const ArenaOwner = "arena"
 
+// Layout is how an arena's buffers are allocated.
+type Layout string
+
+const (
+	// LayoutPooled puts every buffer in one allocation at 256-byte-aligned
+	// offsets (arena.NewPoolLayout): one driver call to build, one to release,
+	// no per-allocation rounding. The ledger shows the pool and a view per buffer.
+	LayoutPooled Layout = "pooled"
+	// LayoutDiscrete gives every buffer its own allocation, so a memory
+	// checker (compute-sanitizer) sees each buffer's bounds.
+	LayoutDiscrete Layout = "discrete"
+)
+
+// PoolLabel is the ledger label of a pooled arena's allocation.
+const PoolLabel = "arena_pool"
+
 // Arena is a built arena: one device pointer per BufferID, NULL for a buffer
 // the plan leaves out. It is immutable once built.
 type Arena struct {
 	Plan *arena.Plan
 	// Ptrs is indexed by BufferID.
 	Ptrs [arena.NumBuffers]DevicePtr
+	// Layout is how the buffers were allocated; Pool is the one allocation of
+	// a pooled arena (0 for a discrete one) and PoolBytes its size.
+	Layout    Layout
+	Pool      DevicePtr
+	PoolBytes int64
 }
 
 // Ptr is the device pointer of buffer id (0 when the buffer is absent).
@@ -25,12 +46,13 @@ func (a *Arena) Ptr(id arena.BufferID) DevicePtr { return a.Ptrs[id] }
 func (a *Arena) Bytes(id arena.BufferID) int64 { return a.Plan.Buffers[id].Bytes }
 
 // BuildArena asks the arena supervisor to allocate every present buffer of
-// Plan in one all-or-nothing batch, zero-fill norm_unit_w, and create the
-// plan's slabs. Reply: BuildArenaReply.
+// Plan, all or nothing (one pool, or one all-or-nothing batch for the
+// discrete layout), and zero-fill norm_unit_w. Reply: BuildArenaReply.
 type BuildArena struct {
-	Ctx   context.Context
-	Plan  *arena.Plan
-	Reply chan<- BuildArenaReply
+	Ctx    context.Context
+	Plan   *arena.Plan
+	Layout Layout // "" means LayoutPooled
+	Reply  chan<- BuildArenaReply
 }
 
 // BuildArenaReply answers BuildArena.

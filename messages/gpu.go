@@ -50,6 +50,29 @@ type AllocBatchReply struct {
 	Err  error
 }
 
+// PoolView is one buffer inside a pool allocation: its label and its byte
+// range within the pool.
+type PoolView struct {
+	Label  string
+	Offset int64
+	Bytes  int64
+}
+
+// AllocPool asks for one allocation of Bytes bytes holding several buffers:
+// one backend call, recorded in the ledger as Label under Owner, with one
+// ledger view per item of Views (its Parent is the pool), so a snapshot
+// shows every buffer and a memset or copy that starts in a view must end in
+// it. Views must lie inside the pool and not overlap. Freeing the pool frees
+// its views. Reply: AllocReply, with the pool's pointer.
+type AllocPool struct {
+	Ctx   context.Context
+	Owner string
+	Label string
+	Bytes int64
+	Views []PoolView
+	Reply chan<- AllocReply
+}
+
 // Free frees one allocation that Owner holds. Freeing a pointer the ledger does
 // not know (a double free) gives gpuworker.ErrNotAllocated; one held by
 // another owner gives gpuworker.ErrNotOwner; neither touches the backend.

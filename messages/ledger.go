@@ -2,12 +2,15 @@ package messages
 
 import "time"
 
-// LedgerEntry is one live allocation.
+// LedgerEntry is one live allocation, or one buffer inside a pool allocation
+// (a view: Parent is the pool's pointer, and its bytes are counted in the
+// pool's, not again in the counters).
 type LedgerEntry struct {
 	Ptr     DevicePtr `json:"ptr"`
 	Bytes   int64     `json:"bytes"`
 	Label   string    `json:"label"`
 	Owner   string    `json:"owner"`
+	Parent  DevicePtr `json:"parent,omitempty"`
 	Created time.Time `json:"created"`
 	// Age is how long the allocation had lived when the snapshot was taken.
 	Age time.Duration `json:"age_ns"`

@@ -1,0 +1,26 @@
+// Arenactl sizes, fits and exercises a gpuarena arena from the command line.
+//
+//	arenactl plan    --config config.json   one row per buffer, and the total
+//	arenactl fit     --config config.json   does the plan fit the device?
+//	arenactl run                            build, run forward steps, release
+//	arenactl devices                        list the visible devices
+//
+// Every command takes --log-level; plan, fit, run and devices take --json.
+// Exit status: 0 success; 1 a negative answer (fit: does not fit; run: an
+// invariant failed); 2 an error (bad flag, bad config, device failure).
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+)
+
+// main runs arenactl; Ctrl-C stops submitting work, and what was built is
+// still released.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

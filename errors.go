@@ -1,8 +1,6 @@
 package gpuarena
 
 import (
-	"errors"
-
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/gpuworker"
@@ -11,8 +9,9 @@ import (
 // Errors an embedder tests with errors.Is. They are the sentinels of the
 // packages behind the facade, re-exported so an embedder needs only this one.
 var (
-	// ErrInvalidOption: an Option out of range; the message names it.
-	ErrInvalidOption = errors.New("invalid option")
+	// ErrInvalidOption: an Option out of range; the error is an
+	// *arena.OptionError naming it (errors.As).
+	ErrInvalidOption = arena.ErrInvalidOption
 	// ErrClosed: the manager is closed.
 	ErrClosed = gpuworker.ErrClosed
 	// ErrOutOfMemory: the device or the budget cannot hold a request; the

@@ -3,7 +3,6 @@ package gpuarena
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -59,8 +58,8 @@ type Manager struct {
 }
 
 // New starts the GPU actor on its own locked OS thread, opens the backend
-// there, and starts the supervisors. Errors: ErrInvalidOption for a bad
-// option, the backend's error (gpuworker.ErrNoCUDA, gpuworker.ErrNoDevice, …)
+// there, and starts the supervisors. Errors: an *arena.OptionError
+// (errors.Is ErrInvalidOption) naming a bad option, the backend's error (gpuworker.ErrNoCUDA, gpuworker.ErrNoDevice, …)
 // when it cannot be opened; nothing is left running on error.
 func New(opts ...Option) (*Manager, error) {
 	cfg := defaultConfig()
@@ -105,10 +104,10 @@ func (m *Manager) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err
 	return m.worker.MemInfo(ctx)
 }
 
-// BuildArena allocates every present buffer of plan, all or nothing: as one
-// pool (the default layout), or one allocation per buffer in one batch where a
-// failure at buffer k frees buffers 1..k−1 (WithArenaLayout(LayoutDiscrete)).
-// It zero-fills norm_unit_w, then creates the plan's slabs. Once the allocation has started it runs to
+// BuildArena allocates every present buffer of plan — as one pool (the
+// default layout) or one allocation per buffer (WithArenaLayout(LayoutDiscrete))
+// — and every slab of the plan, and zero-fills norm_unit_w, all or nothing: a
+// failure at any allocation frees the ones before it. Once the allocation has started it runs to
 // its end even if ctx is cancelled, and what it built is released by Release
 // or Close. Errors: ErrArenaBuilt, ErrReleased, ErrClosed, an
 // *gpuworker.OutOfMemoryError (errors.Is ErrOutOfMemory).
@@ -116,11 +115,6 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, err
 	a, err := m.sup.BuildArena(ctx, plan, m.layout)
 	if err != nil {
 		return nil, err
-	}
-	for _, s := range plan.Slabs {
-		if err := m.sup.CreateSlab(ctx, s.Name, s.Bytes); err != nil {
-			return nil, fmt.Errorf("build arena: %w", err)
-		}
 	}
 	m.logger.Info("gpuarena: arena built", "model_type", plan.ModelType, "bytes", plan.TotalBytes, "slabs", len(plan.Slabs))
 	return a, nil

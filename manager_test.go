@@ -108,9 +108,14 @@ func TestCloseFreesAnUnreleasedArena(t *testing.T) {
 
 func TestNewRejectsBadOptions(t *testing.T) {
 	for _, u := range []float64{0, -0.1, 1.5} {
-		if _, err := gpuarena.New(quiet, gpuarena.WithGPUMemoryUtilization(u)); !errors.Is(err, gpuarena.ErrInvalidOption) {
-			t.Fatalf("utilization %v: %v, want ErrInvalidOption", u, err)
+		_, err := gpuarena.New(quiet, gpuarena.WithGPUMemoryUtilization(u))
+		var oe *arena.OptionError
+		if !errors.Is(err, gpuarena.ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != "gpu_memory_utilization" {
+			t.Fatalf("utilization %v: %v, want an OptionError naming gpu_memory_utilization", u, err)
 		}
+	}
+	if _, err := gpuarena.New(quiet, gpuarena.WithArenaLayout("striped")); !errors.Is(err, gpuarena.ErrInvalidOption) {
+		t.Fatalf("layout striped: %v, want ErrInvalidOption", err)
 	}
 	_, err := gpuarena.New(quiet, gpuarena.WithBackend(gpuworker.BackendConfig{Kind: gpuworker.KindCUDA}))
 	if !errors.Is(err, gpuworker.ErrNoCUDA) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/messages"
 )
@@ -20,14 +21,10 @@ type config struct {
 	layout      messages.Layout
 }
 
-// DefaultGPUMemoryUtilization is the default fraction of the device's total
-// memory the manager may hold (vLLM's default too).
-const DefaultGPUMemoryUtilization = 0.90
-
 func defaultConfig() config {
 	return config{
 		backend:     gpuworker.BackendConfig{}.Factory(),
-		utilization: DefaultGPUMemoryUtilization,
+		utilization: arena.DefaultGPUMemoryUtilization,
 		logger:      slog.Default(),
 		layout:      messages.LayoutPooled,
 	}
@@ -47,7 +44,8 @@ func WithBackendFactory(f gpuworker.BackendFactory) Option {
 
 // WithGPUMemoryUtilization sets gpu_memory_utilization, the fraction
 // (0 < f ≤ 1) of the device's total memory this process may hold; memory
-// other processes hold counts against it. Default 0.90.
+// other processes hold counts against it. Default
+// arena.DefaultGPUMemoryUtilization (0.90).
 func WithGPUMemoryUtilization(f float64) Option { return func(c *config) { c.utilization = f } }
 
 // WithLogger routes gpuarena's logs, and protoactor-go's warnings and errors,
@@ -64,20 +62,17 @@ func WithArenaLayout(l Layout) Option { return func(c *config) { c.layout = l } 
 func WithDispatcherSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
 
 func (c config) validate() error {
-	if !(c.utilization > 0 && c.utilization <= 1) {
-		return fmt.Errorf("gpu_memory_utilization %v: %w: want a fraction in (0, 1]", c.utilization, ErrInvalidOption)
-	}
-	if c.spin < 0 {
-		return fmt.Errorf("dispatcher spin %v: %w: want ≥ 0", c.spin, ErrInvalidOption)
-	}
-	if c.layout != messages.LayoutPooled && c.layout != messages.LayoutDiscrete {
-		return fmt.Errorf("arena layout %q: %w: want %q or %q", c.layout, ErrInvalidOption, messages.LayoutPooled, messages.LayoutDiscrete)
-	}
-	if c.backend == nil {
-		return fmt.Errorf("backend factory: %w: nil", ErrInvalidOption)
-	}
-	if c.logger == nil {
-		return fmt.Errorf("logger: %w: nil", ErrInvalidOption)
+	switch {
+	case !(c.utilization > 0 && c.utilization <= 1):
+		return &arena.OptionError{Option: "gpu_memory_utilization", Value: c.utilization, Reason: "must be in (0, 1]"}
+	case c.spin < 0:
+		return &arena.OptionError{Option: "dispatcher_spin", Value: c.spin, Reason: "must not be negative"}
+	case c.layout != messages.LayoutPooled && c.layout != messages.LayoutDiscrete:
+		return &arena.OptionError{Option: "arena_layout", Value: c.layout, Reason: fmt.Sprintf("must be %q or %q", messages.LayoutPooled, messages.LayoutDiscrete)}
+	case c.backend == nil:
+		return &arena.OptionError{Option: "backend", Value: nil, Reason: "the backend factory must not be nil"}
+	case c.logger == nil:
+		return &arena.OptionError{Option: "logger", Value: nil, Reason: "must not be nil"}
 	}
 	return nil
 }

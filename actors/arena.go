@@ -1,7 +1,10 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,6 +18,7 @@ import (
 type arenaSupervisor struct {
 	worker  *gpuworker.Worker
 	release *actor.PID
+	slab    *actor.PID
 
 	arena   *messages.Arena
 	retired bool
@@ -50,29 +54,78 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 	// From here on the build runs to its end whatever the caller's context
 	// says: a half-built arena the caller gave up on would leak. A built arena
 	// is registered for release even when nobody waits for it any more.
-	var a *messages.Arena
-	var err error
-	if m.Layout == messages.LayoutDiscrete {
-		a, err = s.allocDiscrete(m.Plan)
-	} else {
-		a, err = s.allocPooled(m.Plan)
-	}
+	a, err := s.allocate(m.Plan, m.Layout)
 	if err != nil {
-		return nil, fmt.Errorf("build arena: %w", err)
-	}
-	// norm_unit_w must read as zeros before the first step (design.md §5).
-	// The arena is not built until this succeeds, so a failure frees it.
-	if a.Ptrs[arena.NormUnitW] != 0 {
-		if err := s.worker.Memset(nil, a.Ptrs[arena.NormUnitW], 0, a.Bytes(arena.NormUnitW)); err != nil {
-			if _, ferr := s.worker.FreeOwner(nil, messages.ArenaOwner); ferr != nil {
-				return nil, fmt.Errorf("build arena: zero-fill norm_unit_w: %w (and the rollback failed: %v)", err, ferr)
-			}
-			return nil, fmt.Errorf("build arena: zero-fill norm_unit_w: %w", err)
+		if ferr := s.freeAll(m.Plan); ferr != nil {
+			err = fmt.Errorf("%w (and the rollback failed: %v)", err, ferr)
 		}
+		return nil, fmt.Errorf("build arena (%s, %s; largest buffers: %s): %w",
+			m.Plan.ModelType, arena.HumanBytes(m.Plan.TotalBytes), largest(m.Plan, 3), err)
 	}
 	s.arena = a
 	c.Send(s.release, &messages.RegisterArena{Arena: a})
+	for _, sl := range a.Slabs {
+		c.Send(s.slab, &messages.AdoptSlab{Slab: sl})
+		c.Send(s.release, &messages.RegisterSlab{Slab: sl})
+	}
 	return a, nil
+}
+
+// allocate allocates the arena, its slabs, and zero-fills norm_unit_w
+// (design.md §5: it must read as zeros before the first step).
+func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
+	var a *messages.Arena
+	var err error
+	if layout == messages.LayoutDiscrete {
+		a, err = s.allocDiscrete(plan)
+	} else {
+		a, err = s.allocPooled(plan)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, spec := range plan.Slabs {
+		ptr, err := s.worker.Alloc(nil, messages.SlabOwner(spec.Name), spec.Name, spec.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("slab %s: %w", spec.Name, err)
+		}
+		a.Slabs = append(a.Slabs, messages.Slab{Name: spec.Name, Ptr: ptr, Bytes: spec.Bytes})
+	}
+	if p := a.Ptrs[arena.NormUnitW]; p != 0 {
+		if err := s.worker.Memset(nil, p, 0, a.Bytes(arena.NormUnitW)); err != nil {
+			return nil, fmt.Errorf("zero-fill norm_unit_w: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// freeAll frees whatever a failed build allocated: everything the arena's
+// and the plan's slabs' owners hold.
+func (s *arenaSupervisor) freeAll(plan *arena.Plan) error {
+	owners := []string{messages.ArenaOwner}
+	for _, spec := range plan.Slabs {
+		owners = append(owners, messages.SlabOwner(spec.Name))
+	}
+	var first error
+	for _, o := range owners {
+		if _, err := s.worker.FreeOwner(nil, o); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// largest names the plan's n largest buffers ("logits 2.32 GiB, ...").
+func largest(plan *arena.Plan, n int) string {
+	bufs := slices.Clone(plan.Buffers[:])
+	slices.SortStableFunc(bufs, func(x, y arena.Buffer) int { return cmp.Compare(y.Bytes, x.Bytes) })
+	parts := make([]string, 0, n)
+	for _, b := range bufs[:n] {
+		if b.Present() {
+			parts = append(parts, b.ID.String()+" "+arena.HumanBytes(b.Bytes))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply {

@@ -11,6 +11,4 @@ var (
 	ErrNoArena = errors.New("no arena built")
 	// ErrReleased: a forward step or carve after the arena or slabs were released.
 	ErrReleased = errors.New("arena released")
-	// ErrSlabExists: creating a slab whose name is taken.
-	ErrSlabExists = errors.New("slab already exists")
 )

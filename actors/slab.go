@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/messages"
 )
 
@@ -16,12 +15,9 @@ import (
 // bytes (cudaMalloc's own alignment).
 const DefaultSlabAlign = 256
 
-// slabSupervisor creates slabs and carves them. Its mailbox takes one message
+// slabSupervisor carves the slabs the arena supervisor allocated. Its mailbox takes one message
 // at a time, so two carves never race for the same bytes.
 type slabSupervisor struct {
-	worker  *gpuworker.Worker
-	release *actor.PID
-
 	slabs   map[string]*slabState
 	retired bool
 }
@@ -31,42 +27,20 @@ type slabState struct {
 	used int64
 }
 
-// Receive handles CreateSlab, CarveSlab and RetireSlabs.
+// Receive handles AdoptSlab, CarveSlab and RetireSlabs.
 func (s *slabSupervisor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
-	case *messages.CreateSlab:
-		m.Reply <- s.create(c, m)
+	case *messages.AdoptSlab:
+		if s.slabs == nil {
+			s.slabs = make(map[string]*slabState)
+		}
+		s.slabs[m.Slab.Name] = &slabState{Slab: m.Slab}
 	case *messages.CarveSlab:
 		m.Reply <- s.carve(m)
 	case *messages.RetireSlabs:
 		s.retired = true
 		m.Reply <- nil
 	}
-}
-
-func (s *slabSupervisor) create(c actor.Context, m *messages.CreateSlab) error {
-	if s.retired {
-		return fmt.Errorf("create slab %s: %w", m.Name, ErrReleased)
-	}
-	if _, ok := s.slabs[m.Name]; ok {
-		return fmt.Errorf("create slab %s (%d B): %w", m.Name, m.Bytes, ErrSlabExists)
-	}
-	if m.Ctx != nil && m.Ctx.Err() != nil {
-		return fmt.Errorf("create slab %s: %w", m.Name, m.Ctx.Err())
-	}
-	// Like the arena build, an allocation once asked for is always awaited
-	// and registered, so it can never leak.
-	ptr, err := s.worker.Alloc(nil, messages.SlabOwner(m.Name), m.Name, m.Bytes)
-	if err != nil {
-		return fmt.Errorf("create slab: %w", err)
-	}
-	st := &slabState{Slab: messages.Slab{Name: m.Name, Ptr: ptr, Bytes: m.Bytes}}
-	if s.slabs == nil {
-		s.slabs = make(map[string]*slabState)
-	}
-	s.slabs[m.Name] = st
-	c.Send(s.release, &messages.RegisterSlab{Slab: st.Slab})
-	return nil
 }
 
 func (s *slabSupervisor) carve(m *messages.CarveSlab) messages.CarveSlabReply {

@@ -28,11 +28,11 @@ func Spawn(system *actor.ActorSystem, worker *gpuworker.Worker) *Supervisors {
 	s.release = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &releaseSupervisor{worker: worker}
 	}))
-	s.arena = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &arenaSupervisor{worker: worker, release: s.release}
-	}))
 	s.slab = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &slabSupervisor{worker: worker, release: s.release}
+		return &slabSupervisor{}
+	}))
+	s.arena = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &arenaSupervisor{worker: worker, release: s.release, slab: s.slab}
 	}))
 	return s
 }
@@ -77,17 +77,6 @@ func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (mes
 		return r, err
 	}
 	return r, r.Err
-}
-
-// CreateSlab allocates the slab name of bytes bytes. Errors: ErrSlabExists,
-// ErrReleased, and the GPU worker's.
-func (s *Supervisors) CreateSlab(ctx context.Context, name string, bytes int64) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, s, s.slab, &messages.CreateSlab{Ctx: ctx, Name: name, Bytes: bytes, Reply: reply}, reply)
-	if err != nil {
-		return err
-	}
-	return r
 }
 
 // CarveSlab carves bytes bytes (aligned to align, 0: DefaultSlabAlign) from

@@ -31,17 +31,26 @@ func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
 		t.Fatalf("norm_unit_w is not zero-filled (err %v)", err)
 	}
 	l, _ := r.w.Ledger(ctx)
-	if l.Counters.CurrentBytes != 6*mib || len(l.Entries) != 3 || l.Entries[0].Label != "hidden_states" || l.Entries[0].Owner != messages.ArenaOwner {
-		t.Fatalf("ledger %+v, want hidden_states, norm_unit_w, logits (6 MiB) owned by arena", l.Entries)
+	var labels []string
+	for _, e := range l.Entries {
+		labels = append(labels, e.Owner+":"+e.Label)
+	}
+	if want := "arena:hidden_states arena:logits arena:norm_unit_w slab/ssm_rowwise_w_bf16:ssm_rowwise_w_bf16"; strings.Join(labels, " ") != want {
+		t.Fatalf("ledger %q, want %q", labels, want)
+	}
+	if l.Counters.CurrentBytes != 10*mib || l.Owners[messages.ArenaOwner].CurrentBytes != 6*mib {
+		t.Fatalf("ledger holds %d B, arena %d B; want 10 MiB, 6 MiB", l.Counters.CurrentBytes, l.Owners[messages.ArenaOwner].CurrentBytes)
 	}
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); !errors.Is(err, actors.ErrArenaBuilt) {
 		t.Fatalf("second build: %v, want ErrArenaBuilt", err)
 	}
 }
 
-func TestBuildArenaRollsBackAtEveryBuffer(t *testing.T) {
+// Allocations 1–3 are the discrete buffers, 4 the slab: a failure at any of
+// them leaves nothing behind.
+func TestBuildArenaRollsBackAtEveryAllocation(t *testing.T) {
 	ctx := context.Background()
-	for k := 1; k <= 3; k++ {
+	for k := 1; k <= 4; k++ {
 		r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailAllocAt: k}}, nil)
 		_, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete)
 		if !errors.Is(err, gpuworker.ErrOutOfMemory) {
@@ -77,7 +86,9 @@ func TestBuildArenaRollsBackWhenZeroFillFails(t *testing.T) {
 func TestPooledArena(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{RecordThreads: true}, nil)
 	ctx := context.Background()
-	a, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled)
+	plan := testPlan()
+	plan.Slabs = nil
+	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +138,6 @@ func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.s.CreateSlab(ctx, "ssm_rowwise_w_bf16", 4*mib); err != nil {
-		t.Fatal(err)
-	}
 	rep, err := r.s.Release(ctx)
 	if !errors.Is(err, gpuworker.ErrInjected) {
 		t.Fatalf("first release: %v, want the injected free failure", err)
@@ -163,11 +171,17 @@ func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
 func TestSlabCarveBumpsAndRefuses(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{}, nil)
 	ctx := context.Background()
-	if err := r.s.CreateSlab(ctx, "w", 4096); err != nil {
+	plan := testPlan()
+	plan.Slabs = []arena.SlabSpec{{Name: "w", Bytes: 4096}}
+	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if len(a.Slabs) != 1 || a.Slabs[0].Name != "w" || a.Slabs[0].Bytes != 4096 {
+		t.Fatalf("arena slabs %+v, want w of 4096 B", a.Slabs)
+	}
 	first, err := r.s.CarveSlab(ctx, "w", 1000, 0)
-	if err != nil || first.Offset != 0 {
+	if err != nil || first.Offset != 0 || first.Ptr != a.Slabs[0].Ptr {
 		t.Fatalf("first carve: %+v, %v", first, err)
 	}
 	second, err := r.s.CarveSlab(ctx, "w", 1000, 0)
@@ -175,19 +189,17 @@ func TestSlabCarveBumpsAndRefuses(t *testing.T) {
 		t.Fatalf("second carve: %+v, %v; want offset 1024 (256-byte aligned)", second, err)
 	}
 	_, err = r.s.CarveSlab(ctx, "w", 3000, 0)
-	if !errors.Is(err, arena.ErrSlabExhausted) {
-		t.Fatalf("carve past the end: %v, want ErrSlabExhausted", err)
+	var se *arena.SlabError
+	if !errors.Is(err, arena.ErrSlabExhausted) || !errors.As(err, &se) || se.Asked != 3000 || se.Used != 2024 || se.Capacity != 4096 {
+		t.Fatalf("carve past the end: %v, want ErrSlabExhausted naming 3000 asked, 2024 used, 4096 capacity", err)
 	}
 	_, err = r.s.CarveSlab(ctx, "nope", 16, 0)
-	if !errors.Is(err, arena.ErrSlabAbsent) {
-		t.Fatalf("carve of an absent slab: %v, want ErrSlabAbsent", err)
+	if !errors.Is(err, arena.ErrSlabAbsent) || !strings.Contains(err.Error(), "w 4096 B") {
+		t.Fatalf("carve of an absent slab: %v, want ErrSlabAbsent naming slab w of 4096 B", err)
 	}
-	if err := r.s.CreateSlab(ctx, "w", 16); !errors.Is(err, actors.ErrSlabExists) {
-		t.Fatalf("second create: %v, want ErrSlabExists", err)
-	}
-	// Nothing was allocated by the carves: the ledger holds the slab alone.
+	// Carves allocate nothing: the slab owner holds the one 4096 B slab.
 	l, _ := r.w.Ledger(ctx)
-	if len(l.Entries) != 1 || l.Entries[0].Bytes != 4096 || l.Entries[0].Owner != messages.SlabOwner("w") {
-		t.Fatalf("ledger %+v, want the one 4096 B slab", l.Entries)
+	if u := l.Owners[messages.SlabOwner("w")]; u.CurrentBytes != 4096 || l.Counters.Allocations != 2 {
+		t.Fatalf("slab owner holds %d B over %d allocations; want 4096 B, 2 allocations (pool + slab)", u.CurrentBytes, l.Counters.Allocations)
 	}
 }

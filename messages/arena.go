@@ -37,6 +37,8 @@ type Arena struct {
 	Layout    Layout
 	Pool      DevicePtr
 	PoolBytes int64
+	// Slabs are the plan's slabs, allocated with the arena.
+	Slabs []Slab
 }
 
 // Ptr is the device pointer of buffer id (0 when the buffer is absent).
@@ -46,8 +48,10 @@ func (a *Arena) Ptr(id arena.BufferID) DevicePtr { return a.Ptrs[id] }
 func (a *Arena) Bytes(id arena.BufferID) int64 { return a.Plan.Buffers[id].Bytes }
 
 // BuildArena asks the arena supervisor to allocate every present buffer of
-// Plan, all or nothing (one pool, or one all-or-nothing batch for the
-// discrete layout), and zero-fill norm_unit_w. Reply: BuildArenaReply.
+// Plan (one pool, or one allocation per buffer for the discrete layout) and
+// every slab of the plan, zero-fill norm_unit_w, and hand the slabs to the
+// slab supervisor — all or nothing: on any failure everything it allocated
+// is freed. Reply: BuildArenaReply.
 type BuildArena struct {
 	Ctx    context.Context
 	Plan   *arena.Plan
@@ -89,13 +93,10 @@ type Slab struct {
 // SlabOwner is the ledger owner of the slab named name.
 func SlabOwner(name string) string { return "slab/" + name }
 
-// CreateSlab asks the slab supervisor for one allocation of Bytes bytes named
-// Name. Reply: the error.
-type CreateSlab struct {
-	Ctx   context.Context
-	Name  string
-	Bytes int64
-	Reply chan<- error
+// AdoptSlab hands a slab the arena supervisor allocated to the slab
+// supervisor, which carves it from then on.
+type AdoptSlab struct {
+	Slab Slab
 }
 
 // CarveSlab asks the slab supervisor for the next Bytes bytes of slab Name,

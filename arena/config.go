@@ -53,6 +53,13 @@ type ModelConfig struct {
 	Quantization *Quantization
 	// ExpertDType is expert_dtype as written ("fp4", deepseek_v4); "" when absent.
 	ExpertDType string
+	// NumNextNPredictLayers is num_nextn_predict_layers, the multi-token
+	// prediction layers stored after the decoder layers (deepseek_v3,
+	// deepseek_v4); 0 when absent.
+	NumNextNPredictLayers int64
+	// MambaSSMCacheDType is mamba_ssm_cache_dtype as written ("float32",
+	// nemotron_h), the recurrent state's dtype; "" when absent.
+	MambaSSMCacheDType string
 
 	// NumExperts (E) is the routed expert count (num_local_experts,
 	// num_experts or n_routed_experts); 0 for a model without MoE.
@@ -173,6 +180,12 @@ type DeepSeekV4Config struct {
 	// IndexHeadDim is index_head_dim, the lightning indexer's key width on
 	// ratio-4 layers; 0 when absent.
 	IndexHeadDim int64
+	// IndexNHeads is index_n_heads, the lightning indexer's query heads; 0
+	// when absent.
+	IndexNHeads int64
+	// NumHashLayers is num_hash_layers: the first layers route experts by a
+	// token-id hash table (tid2eid) instead of scores; 0 when absent.
+	NumHashLayers int64
 	// CompressRatios is compress_ratios cut to num_hidden_layers (extra
 	// entries belong to MTP/draft layers). Ratio ≤ 1: sliding window only.
 	CompressRatios []int64

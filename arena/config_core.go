@@ -31,6 +31,8 @@ func parseCore(r *fieldReader, c *ModelConfig) {
 	c.TieWordEmbeddings = r.bool("tie_word_embeddings")
 	c.SlidingWindow = r.nonNegative("sliding_window", 0)
 	c.ExpertDType = r.str("expert_dtype")
+	c.NumNextNPredictLayers = r.nonNegative("num_nextn_predict_layers", 0)
+	c.MambaSSMCacheDType = r.str("mamba_ssm_cache_dtype")
 	c.Quantization = parseQuantization(r)
 }
 

@@ -220,6 +220,8 @@ func parseDeepSeekV4(r *fieldReader, c *ModelConfig) {
 		OLoRARank:     r.required("o_lora_rank"),
 		HCMult:        r.nonNegative("hc_mult", 0),
 		IndexHeadDim:  r.nonNegative("index_head_dim", 0),
+		IndexNHeads:   r.nonNegative("index_n_heads", 0),
+		NumHashLayers: r.nonNegative("num_hash_layers", 0),
 	}
 	c.DeepSeekV4 = v
 	switch {

@@ -2,6 +2,7 @@ package arena
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -14,66 +15,171 @@ import (
 // memory this process may hold (design.md §6).
 const DefaultGPUMemoryUtilization = 0.90
 
+// DefaultReserveBytes is the default FitOptions.ReserveBytes, 1 GiB: memory
+// this process needs besides weights, arena, slabs and KV cache. On an
+// H100/H200 the CUDA context with lazy module loading takes about 500 MiB;
+// cuBLAS/cuBLASLt keep a workspace per handle and stream (32 MiB on Hopper);
+// CUDA graphs captured for decode batch sizes keep their own pool (a few
+// hundred MiB); separate cudaMalloc calls round up to the driver's
+// granularity. 1 GiB covers these with a margin; measure and set
+// ReserveBytes for a tighter fit.
+const DefaultReserveBytes = 1 << 30
+
+// NoReserve as FitOptions.ReserveBytes reserves nothing (for a device
+// already measured with this process's context and graphs in place).
+const NoReserve = -1
+
+// fitUtilizationStep is the resolution of the suggested
+// gpu_memory_utilization: 1/10000.
+const fitUtilizationStep = 10000
+
 // DeviceMemory is a device's memory as the driver reports it (cuMemGetInfo),
 // in bytes.
 type DeviceMemory struct {
 	// TotalBytes is the device's total memory.
-	TotalBytes int64
+	TotalBytes int64 `json:"total_bytes"`
 	// FreeBytes is what is free now; TotalBytes − FreeBytes is used by others.
-	FreeBytes int64
+	FreeBytes int64 `json:"free_bytes"`
 }
 
-// FitReport is the preflight fit of a Plan on a device (design.md §6). All
-// sizes are in bytes. Budget = ⌊gpu_memory_utilization × total⌋; memory used
-// by others (total − free) counts against it; what the arena and slabs leave
-// goes to KV-cache blocks.
-type FitReport struct {
-	// Fits: RequiredBytes ≤ BudgetBytes, i.e. the arena, the slabs and the KV
-	// blocks of one max_seq_len sequence fit next to what others use.
-	Fits bool
-	// GPUMemoryUtilization is the fraction the budget was computed with.
+// FitOptions are Fit's knobs; the zero value takes every default.
+type FitOptions struct {
+	// GPUMemoryUtilization is the fraction of the device's total memory this
+	// process may hold, in (0, 1]; 0 means DefaultGPUMemoryUtilization.
 	GPUMemoryUtilization float64
+	// ReserveBytes is held back for the CUDA context, library workspaces and
+	// CUDA graphs; 0 means DefaultReserveBytes, NoReserve means none.
+	ReserveBytes int64
+	// Weights chooses how the weights are sized (dtype override, MTP).
+	Weights WeightOptions
+	// ExcludeWeights leaves the weights out of the budget: they live on
+	// another device, or are already resident and so counted in
+	// DeviceMemory.FreeBytes. The report still carries their estimate.
+	ExcludeWeights bool
+}
+
+// FitItem is one consumer of the budget, for FitReport.Largest.
+type FitItem struct {
+	// Name is the item: "used_by_others", "weights.<group>" (a
+	// WeightGroup), a buffer's name ("logits"), a slab's name, "reserve", or
+	// "kv.one_sequence" (one max_seq_len sequence's KV cache and state).
+	Name string `json:"name"`
+	// Kind is "others", "weights", "buffer", "slab", "reserve" or "kv".
+	Kind string `json:"kind"`
+	// Bytes is its size.
+	Bytes int64 `json:"bytes"`
+}
+
+// FitSuggestions are the smallest single changes that make a plan that does
+// not fit, fit; each keeps every other option as it was. A zero field means
+// no such change exists.
+type FitSuggestions struct {
+	// MaxBatchTokens is the largest max_batch_tokens below the plan's that
+	// fits (max_batch_size capped to it).
+	MaxBatchTokens int64 `json:"max_batch_tokens,omitempty"`
+	// MaxSeqLen is the largest max_seq_len below the plan's that fits.
+	MaxSeqLen int64 `json:"max_seq_len,omitempty"`
+	// GPUMemoryUtilization is the lowest utilization (≤ 1, in steps of
+	// 0.0001) that fits.
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+}
+
+// FitReport is the preflight fit of a model and its Plan on one device
+// (design.md §6). All sizes are in bytes. The budget is
+// ⌊gpu_memory_utilization × total⌋; memory used by others (total − free),
+// the weights, the arena, the slabs and the reserve count against it; what
+// they leave is the KV budget.
+type FitReport struct {
+	// Fits: RequiredBytes ≤ BudgetBytes, i.e. at least one sequence of
+	// max_seq_len fits next to everything else.
+	Fits bool `json:"fits"`
+	// ModelType is the plan's model_type.
+	ModelType string `json:"model_type"`
+	// GPUMemoryUtilization is the fraction the budget was computed with.
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
 	// Device is the device state the fit was computed for.
-	Device DeviceMemory
+	Device DeviceMemory `json:"device"`
 	// BudgetBytes is ⌊GPUMemoryUtilization × Device.TotalBytes⌋ (the
 	// utilization taken as its shortest decimal form, so 0.7 is exactly 7/10).
-	BudgetBytes int64
+	BudgetBytes int64 `json:"budget_bytes"`
 	// UsedByOthersBytes is Device.TotalBytes − Device.FreeBytes.
-	UsedByOthersBytes int64
-	// ArenaBytes is Plan.BufferBytes; SlabBytes is Plan.SlabBytes.
-	ArenaBytes int64
-	SlabBytes  int64
-	// KVBytesPerBlock is KVBytesPerBlock(cfg, kv_block_size); 0 for a model
-	// without KV-cache layers.
-	KVBytesPerBlock int64
-	// MinKVBlocks is ⌈max_seq_len / kv_block_size⌉ blocks, one longest
-	// sequence; 0 when KVBytesPerBlock is 0.
-	MinKVBlocks int64
-	// KVBlocks is ⌊(BudgetBytes − UsedByOthersBytes − ArenaBytes − SlabBytes)
-	// / KVBytesPerBlock⌋, 0 when that is negative; KVCacheBytes is
-	// KVBlocks × KVBytesPerBlock and KVTokens KVBlocks × kv_block_size.
-	KVBlocks     int64
-	KVCacheBytes int64
-	KVTokens     int64
-	// RequiredBytes is UsedByOthersBytes + ArenaBytes + SlabBytes +
-	// MinKVBlocks × KVBytesPerBlock.
-	RequiredBytes int64
+	UsedByOthersBytes int64 `json:"used_by_others_bytes"`
+	// WeightBytes is Weights.Bytes, or 0 with FitOptions.ExcludeWeights.
+	WeightBytes int64 `json:"weight_bytes"`
+	// Weights is the weight estimate, tensor by tensor.
+	Weights *WeightReport `json:"weights"`
+	// ArenaBytes is the pooled arena: the plan's buffers laid out by
+	// NewPoolLayout (Plan.BufferBytes plus at most PoolAlign − 1 B of
+	// alignment per buffer). SlabBytes is Plan.SlabBytes.
+	ArenaBytes int64 `json:"arena_bytes"`
+	SlabBytes  int64 `json:"slab_bytes"`
+	// ReserveBytes is the reserve for the CUDA context, workspaces and graphs.
+	ReserveBytes int64 `json:"reserve_bytes"`
+	// KVBudgetBytes is BudgetBytes − UsedByOthersBytes − WeightBytes −
+	// ArenaBytes − SlabBytes − ReserveBytes, 0 when that is negative.
+	KVBudgetBytes int64 `json:"kv_budget_bytes"`
+	// KV is the model's KV layout for the plan's kv_block_size.
+	KV KVLayout `json:"kv"`
+	// KVBytesPerBlock is KV.BytesPerBlock (paged layers, per block).
+	KVBytesPerBlock int64 `json:"kv_bytes_per_block"`
+	// MaxSeqLen is the plan's max_seq_len.
+	MaxSeqLen int64 `json:"max_seq_len"`
+	// MinKVBlocks is the paged blocks of one max_seq_len sequence,
+	// ⌈max_seq_len / kv_block_size⌉; 0 without paged layers.
+	MinKVBlocks int64 `json:"min_kv_blocks"`
+	// SeqBytes is one max_seq_len sequence: KV.SeqBytes(max_seq_len).
+	SeqBytes int64 `json:"seq_bytes"`
+	// FixedBytesPerSeq is the part of SeqBytes that is not paged blocks:
+	// sliding-window blocks and recurrent/compressor state.
+	FixedBytesPerSeq int64 `json:"fixed_bytes_per_seq"`
+	// MaxConcurrentSeqs is ⌊KVBudgetBytes / SeqBytes⌋: how many sequences of
+	// max_seq_len the KV budget holds at once (0 when SeqBytes is 0).
+	MaxConcurrentSeqs int64 `json:"max_concurrent_seqs"`
+	// StateSeqs is min(MaxConcurrentSeqs, max_batch_size): the sequences
+	// whose fixed part is set aside; StateCacheBytes is StateSeqs ×
+	// FixedBytesPerSeq.
+	StateSeqs       int64 `json:"state_seqs"`
+	StateCacheBytes int64 `json:"state_cache_bytes"`
+	// KVBlocks is ⌊(KVBudgetBytes − StateCacheBytes) / KVBytesPerBlock⌋, the
+	// paged pool (0 without paged layers); KVCacheBytes is KVBlocks ×
+	// KVBytesPerBlock and KVTokens KVBlocks × kv_block_size.
+	KVBlocks     int64 `json:"kv_blocks"`
+	KVCacheBytes int64 `json:"kv_cache_bytes"`
+	KVTokens     int64 `json:"kv_tokens"`
+	// RequiredBytes is UsedByOthersBytes + WeightBytes + ArenaBytes +
+	// SlabBytes + ReserveBytes + SeqBytes.
+	RequiredBytes int64 `json:"required_bytes"`
 	// HeadroomBytes is BudgetBytes − RequiredBytes when it fits (the KV
-	// cache takes it as extra blocks), else 0.
-	HeadroomBytes int64
+	// cache takes it), else 0.
+	HeadroomBytes int64 `json:"headroom_bytes"`
 	// ShortfallBytes is RequiredBytes − BudgetBytes when it does not fit, else 0.
-	ShortfallBytes int64
-	// Largest is the plan's three largest buffers, largest first.
-	Largest []Buffer
-	// Notes says what the fit counted against the budget and what it left out.
-	Notes []string
+	ShortfallBytes int64 `json:"shortfall_bytes"`
+	// Largest is the three largest items of RequiredBytes, largest first.
+	Largest []FitItem `json:"largest"`
+	// Suggestions is set when it does not fit.
+	Suggestions *FitSuggestions `json:"suggestions,omitempty"`
+	// Notes says what the fit counted, assumed and left out.
+	Notes []string `json:"notes"`
 }
 
-// Fit checks whether plan (for cfg) fits on dev under gpuMemoryUtilization.
-// Errors: an *OptionError for gpu_memory_utilization outside (0, 1],
-// total_bytes ≤ 0, or free_bytes outside [0, total_bytes]; a *ConfigError for
-// a nil or mismatched cfg; an *OverflowError.
-func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, gpuMemoryUtilization float64) (*FitReport, error) {
+// MarshalJSON writes nil slices as [] so the JSON shape is stable.
+func (r FitReport) MarshalJSON() ([]byte, error) {
+	type plain FitReport
+	p := plain(r)
+	p.Largest, p.Notes = nonNilSlice(p.Largest), nonNilSlice(p.Notes)
+	return json.Marshal(p)
+}
+
+// Fit checks whether the model cfg, its weights and plan fit on dev. The
+// weights are sized by EstimateWeights for one device (tensor parallelism
+// is out of scope). When it does not fit, Suggestions gives the largest
+// max_batch_tokens, the largest max_seq_len and the lowest
+// gpu_memory_utilization that would fit, each alone. Errors: an
+// *OptionError for gpu_memory_utilization outside (0, 1], reserve_bytes
+// below NoReserve, an unsupported weight_dtype, total_bytes ≤ 0 or
+// free_bytes outside [0, total_bytes]; a *ConfigError for a nil or
+// mismatched cfg; an *OverflowError; an error for a nil plan.
+func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitReport, error) {
 	switch {
 	case plan == nil:
 		return nil, fmt.Errorf("arena: Fit: nil *Plan")
@@ -82,47 +188,118 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, gpuMemoryUtilization fl
 	case cfg.ModelType != plan.ModelType:
 		return nil, &ConfigError{Field: "model_type", Value: cfg.ModelType,
 			Reason: fmt.Sprintf("does not match the plan's %q", plan.ModelType)}
-	case math.IsNaN(gpuMemoryUtilization) || gpuMemoryUtilization <= 0 || gpuMemoryUtilization > 1:
-		return nil, &OptionError{Option: "gpu_memory_utilization", Value: gpuMemoryUtilization, Reason: "must be in (0, 1]"}
 	case dev.TotalBytes <= 0:
 		return nil, &OptionError{Option: "total_bytes", Value: dev.TotalBytes, Reason: "must be positive"}
 	case dev.FreeBytes < 0 || dev.FreeBytes > dev.TotalBytes:
 		return nil, &OptionError{Option: "free_bytes", Value: dev.FreeBytes,
 			Reason: fmt.Sprintf("must be in [0, total_bytes = %d]", dev.TotalBytes)}
 	}
-	r := &FitReport{
-		GPUMemoryUtilization: gpuMemoryUtilization,
-		Device:               dev,
-		BudgetBytes:          budget(gpuMemoryUtilization, dev.TotalBytes),
-		UsedByOthersBytes:    dev.TotalBytes - dev.FreeBytes,
-		ArenaBytes:           plan.BufferBytes,
-		SlabBytes:            plan.SlabBytes,
-		Largest:              largestBuffers(plan, 3),
-	}
-	var err error
-	if r.KVBytesPerBlock, err = KVBytesPerBlock(cfg, plan.Options.KVBlockSize); err != nil {
-		return nil, err
-	}
-	committed, err := CheckedSum("fit committed bytes", r.UsedByOthersBytes, r.ArenaBytes, r.SlabBytes)
+	o, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	minKV := int64(0)
+	weights, err := EstimateWeights(cfg, o.Weights)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := NewKVLayout(cfg, plan.Options.KVBlockSize)
+	if err != nil {
+		return nil, err
+	}
+	f := &fitter{cfg: cfg, dev: dev, opts: o, weights: weights, layout: layout}
+	r, err := f.fit(plan)
+	if err != nil {
+		return nil, err
+	}
+	r.Largest = f.largest(plan, r)
+	if !r.Fits {
+		r.Suggestions = f.suggest(plan, r)
+	}
+	r.Notes = f.notes(plan, r)
+	return r, nil
+}
+
+// resolve validates the options and fills their defaults.
+func (o FitOptions) resolve() (FitOptions, error) {
+	u := o.GPUMemoryUtilization
+	switch {
+	case u == 0:
+		o.GPUMemoryUtilization = DefaultGPUMemoryUtilization
+	case math.IsNaN(u) || u < 0 || u > 1:
+		return o, &OptionError{Option: "gpu_memory_utilization", Value: u, Reason: "must be in (0, 1] (0 means the default 0.9)"}
+	}
+	switch {
+	case o.ReserveBytes == 0:
+		o.ReserveBytes = DefaultReserveBytes
+	case o.ReserveBytes == NoReserve:
+		o.ReserveBytes = 0
+	case o.ReserveBytes < 0:
+		return o, &OptionError{Option: "reserve_bytes", Value: o.ReserveBytes,
+			Reason: fmt.Sprintf("must not be negative (0 means the default %d, %d none)", DefaultReserveBytes, NoReserve)}
+	}
+	return o, nil
+}
+
+// fitter holds what a fit and its suggestion searches share: everything
+// but the plan (and, for the utilization search, the budget).
+type fitter struct {
+	cfg     *ModelConfig
+	dev     DeviceMemory
+	opts    FitOptions // resolved
+	weights *WeightReport
+	layout  KVLayout
+}
+
+// fit computes the report's numbers for plan (no Largest, Suggestions, Notes).
+func (f *fitter) fit(plan *Plan) (*FitReport, error) {
+	const what = "fit"
+	pool, err := NewPoolLayout(plan)
+	if err != nil {
+		return nil, err
+	}
+	r := &FitReport{
+		ModelType:            plan.ModelType,
+		GPUMemoryUtilization: f.opts.GPUMemoryUtilization,
+		Device:               f.dev,
+		BudgetBytes:          budget(f.opts.GPUMemoryUtilization, f.dev.TotalBytes),
+		UsedByOthersBytes:    f.dev.TotalBytes - f.dev.FreeBytes,
+		Weights:              f.weights,
+		ArenaBytes:           pool.Bytes,
+		SlabBytes:            plan.SlabBytes,
+		ReserveBytes:         f.opts.ReserveBytes,
+		KV:                   f.layout,
+		KVBytesPerBlock:      f.layout.BytesPerBlock,
+		MaxSeqLen:            plan.Options.MaxSeqLen,
+	}
+	if !f.opts.ExcludeWeights {
+		r.WeightBytes = f.weights.Bytes
+	}
+	r.MinKVBlocks, _ = f.layout.SeqBlocks(r.MaxSeqLen)
+	if r.SeqBytes, err = f.layout.SeqBytes(r.MaxSeqLen); err != nil {
+		return nil, err
+	}
+	if r.FixedBytesPerSeq, err = f.layout.FixedBytesPerSeq(r.MaxSeqLen); err != nil {
+		return nil, err
+	}
+	committed, err := CheckedSum(what+" committed bytes", r.UsedByOthersBytes, r.WeightBytes, r.ArenaBytes, r.SlabBytes, r.ReserveBytes)
+	if err != nil {
+		return nil, err
+	}
+	if r.RequiredBytes, err = CheckedAdd(what+" required bytes", committed, r.SeqBytes); err != nil {
+		return nil, err
+	}
+	r.KVBudgetBytes = max(r.BudgetBytes-committed, 0)
+	if r.SeqBytes > 0 {
+		r.MaxConcurrentSeqs = r.KVBudgetBytes / r.SeqBytes
+	}
+	r.StateSeqs = min(r.MaxConcurrentSeqs, plan.Options.MaxBatchSize)
+	r.StateCacheBytes = r.StateSeqs * r.FixedBytesPerSeq // ≤ KVBudgetBytes: cannot overflow
 	if r.KVBytesPerBlock > 0 {
-		r.MinKVBlocks = ceilDiv(plan.Options.MaxSeqLen, plan.Options.KVBlockSize)
-		if minKV, err = CheckedMul("fit minimum kv bytes", r.MinKVBlocks, r.KVBytesPerBlock); err != nil {
+		r.KVBlocks = (r.KVBudgetBytes - r.StateCacheBytes) / r.KVBytesPerBlock
+		r.KVCacheBytes = r.KVBlocks * r.KVBytesPerBlock // ≤ KVBudgetBytes
+		if r.KVTokens, err = CheckedMul(what+" kv tokens", r.KVBlocks, plan.Options.KVBlockSize); err != nil {
 			return nil, err
 		}
-		if left := r.BudgetBytes - committed; left > 0 {
-			r.KVBlocks = left / r.KVBytesPerBlock
-			r.KVCacheBytes = r.KVBlocks * r.KVBytesPerBlock // ≤ left, cannot overflow
-			if r.KVTokens, err = CheckedMul("fit kv tokens", r.KVBlocks, plan.Options.KVBlockSize); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if r.RequiredBytes, err = CheckedAdd("fit required bytes", committed, minKV); err != nil {
-		return nil, err
 	}
 	r.Fits = r.RequiredBytes <= r.BudgetBytes
 	if r.Fits {
@@ -130,7 +307,6 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, gpuMemoryUtilization fl
 	} else {
 		r.ShortfallBytes = r.RequiredBytes - r.BudgetBytes
 	}
-	r.Notes = fitNotes(r, cfg)
 	return r, nil
 }
 
@@ -141,53 +317,185 @@ func budget(util float64, total int64) int64 {
 	return new(big.Int).Quo(b.Num(), b.Denom()).Int64() // util ≤ 1, so ≤ total
 }
 
-// largestBuffers is the plan's n largest present buffers, largest first
-// (ties in BufferID order).
-func largestBuffers(plan *Plan, n int) []Buffer {
-	var bs []Buffer
-	for _, b := range plan.Buffers {
-		if b.Present() {
-			bs = append(bs, b)
+// largest is the three largest items of RequiredBytes, largest first (ties
+// in the order: others, weight groups, buffers in BufferID order, slabs,
+// reserve, KV).
+func (f *fitter) largest(plan *Plan, r *FitReport) []FitItem {
+	var items []FitItem
+	push := func(name, kind string, bytes int64) {
+		if bytes > 0 {
+			items = append(items, FitItem{Name: name, Kind: kind, Bytes: bytes})
 		}
 	}
-	slices.SortStableFunc(bs, func(a, b Buffer) int { return cmp.Compare(b.Bytes, a.Bytes) })
-	return bs[:min(n, len(bs))]
+	push("used_by_others", "others", r.UsedByOthersBytes)
+	if !f.opts.ExcludeWeights {
+		for _, g := range f.weights.Groups {
+			push("weights."+g.Name, "weights", g.Bytes)
+		}
+	}
+	for _, b := range plan.Buffers {
+		push(b.ID.String(), "buffer", b.Bytes)
+	}
+	for _, s := range plan.Slabs {
+		push(s.Name, "slab", s.Bytes)
+	}
+	push("reserve", "reserve", r.ReserveBytes)
+	push("kv.one_sequence", "kv", r.SeqBytes)
+	slices.SortStableFunc(items, func(a, b FitItem) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	return items[:min(3, len(items))]
 }
 
-// fitNotes explains what the fit counted and left out.
-func fitNotes(r *FitReport, cfg *ModelConfig) []string {
+// suggest searches, for a plan that does not fit, the largest
+// max_batch_tokens and max_seq_len below the plan's that fit (each alone;
+// the plan's bytes and one sequence's KV grow monotonically with both, so a
+// binary search finds them) and the lowest utilization that fits.
+func (f *fitter) suggest(plan *Plan, r *FitReport) *FitSuggestions {
+	base := plan.Options
+	fits := func(o Options) bool {
+		p, err := PlanFor(f.cfg, o)
+		if err != nil {
+			return false
+		}
+		fr, err := f.fit(p)
+		return err == nil && fr.Fits
+	}
+	s := &FitSuggestions{
+		MaxBatchTokens: largestFitting(1, base.MaxBatchTokens-1, func(m int64) bool {
+			o := base
+			o.MaxBatchTokens, o.MaxBatchSize = m, min(base.MaxBatchSize, m)
+			return fits(o)
+		}),
+		MaxSeqLen: largestFitting(1, base.MaxSeqLen-1, func(l int64) bool {
+			o := base
+			o.MaxSeqLen = l
+			return fits(o)
+		}),
+		GPUMemoryUtilization: lowestUtilization(r.RequiredBytes, f.dev.TotalBytes),
+	}
+	return s
+}
+
+// largestFitting is the largest v in [lo, hi] with ok(v), for ok true up to
+// some value and false above it; 0 when ok(lo) is false or hi < lo.
+func largestFitting(lo, hi int64, ok func(int64) bool) int64 {
+	if hi < lo || !ok(lo) {
+		return 0
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if ok(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// lowestUtilization is the lowest n/10000 ≤ 1 with budget(n/10000, total) ≥
+// required: n = ⌈required·10000 / total⌉; 0 when n > 10000.
+func lowestUtilization(required, total int64) float64 {
+	n := new(big.Int).Mul(big.NewInt(required), big.NewInt(fitUtilizationStep))
+	d := big.NewInt(total)
+	q, m := new(big.Int).QuoRem(n, d, new(big.Int))
+	if m.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if q.Cmp(big.NewInt(fitUtilizationStep)) > 0 || q.Sign() <= 0 {
+		return 0
+	}
+	return float64(q.Int64()) / fitUtilizationStep
+}
+
+// notes explains what the fit counted, assumed and left out.
+func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	var notes []string
+	add := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
 	if r.UsedByOthersBytes > 0 {
-		notes = append(notes, fmt.Sprintf("%d B of the device are already in use by others and count against the budget of %d B",
-			r.UsedByOthersBytes, r.BudgetBytes))
+		add("%d B (%s) of the device are already in use by others and count against the budget of %d B",
+			r.UsedByOthersBytes, HumanBytes(r.UsedByOthersBytes), r.BudgetBytes)
 	}
-	if r.KVBytesPerBlock == 0 {
-		notes = append(notes, "the model has no KV-cache layers: no KV blocks")
+	if f.opts.ExcludeWeights {
+		add("the weights (%d B) are excluded: they are elsewhere or already counted as used", f.weights.Bytes)
+	} else {
+		add("weights: %d B (%s) for %d params",
+			r.WeightBytes, HumanBytes(r.WeightBytes), f.weights.TotalParams)
 	}
-	if n := cfg.Counts.SlidingAttention; n > 0 {
-		notes = append(notes, fmt.Sprintf("%d sliding-window layers (window %d tokens) are not counted in KV bytes per block", n, cfg.SlidingWindow))
+	for _, n := range f.weights.Notes {
+		add("weights: %s", n)
 	}
-	if n := cfg.Counts.GDN + cfg.Counts.Mamba2; n > 0 {
-		notes = append(notes, fmt.Sprintf("the per-sequence recurrent state of %d GDN/Mamba-2 layers is not counted", n))
+	add("reserve: %d B (%s) for the CUDA context, library workspaces and CUDA graphs", r.ReserveBytes, HumanBytes(r.ReserveBytes))
+	if pad := r.ArenaBytes - plan.BufferBytes; pad > 0 {
+		add("arena: %d B of buffers plus %d B of %d-byte alignment in one pool", plan.BufferBytes, pad, PoolAlign)
 	}
-	if !r.Fits {
-		notes = append(notes, fmt.Sprintf("does not fit: short by %d B", r.ShortfallBytes))
+	l := f.layout
+	if l.BytesPerBlock == 0 {
+		add("the model has no paged KV-cache layers: no KV blocks")
+	}
+	if l.SlidingLayers > 0 {
+		_, sb := l.SeqBlocks(r.MaxSeqLen)
+		add("%d sliding-window layers keep min(seq_len, %d) tokens per sequence: %d blocks of %d B at max_seq_len",
+			l.SlidingLayers, l.SlidingWindow, sb, l.SlidingBytesPerBlock)
+	}
+	if l.StateBytesPerSeq > 0 {
+		add("fixed state per sequence: %d B (conv %d, ssm %d, compressor %d)",
+			l.StateBytesPerSeq, l.ConvStateBytesPerSeq, l.SSMStateBytesPerSeq, l.CompressorStateBytesPerSeq)
+	}
+	for _, n := range l.Notes {
+		add("kv: %s", n)
+	}
+	if r.SeqBytes > 0 {
+		add("one sequence of max_seq_len %d takes %d B (%s); the KV budget of %d B holds %d of them",
+			r.MaxSeqLen, r.SeqBytes, HumanBytes(r.SeqBytes), r.KVBudgetBytes, r.MaxConcurrentSeqs)
+	}
+	if r.MaxConcurrentSeqs > plan.Options.MaxBatchSize {
+		add("memory holds %d sequences of max_seq_len but max_batch_size %d caps one decode step", r.MaxConcurrentSeqs, plan.Options.MaxBatchSize)
+	}
+	if r.Fits {
+		return notes
+	}
+	add("does not fit: short by %d B (%s)", r.ShortfallBytes, HumanBytes(r.ShortfallBytes))
+	s := r.Suggestions
+	if s.MaxBatchTokens > 0 {
+		add("fits with max_batch_tokens %d (now %d)", s.MaxBatchTokens, plan.Options.MaxBatchTokens)
+	}
+	if s.MaxSeqLen > 0 {
+		add("fits with max_seq_len %d (now %d)", s.MaxSeqLen, plan.Options.MaxSeqLen)
+	}
+	if s.GPUMemoryUtilization > 0 {
+		add("fits with gpu_memory_utilization %g (now %g)", s.GPUMemoryUtilization, r.GPUMemoryUtilization)
+	}
+	if *s == (FitSuggestions{}) {
+		add("no smaller max_batch_tokens or max_seq_len and no utilization ≤ 1 makes it fit: " +
+			"free memory used by others, lower weight_dtype, or split the model (tensor parallelism is out of scope)")
 	}
 	return notes
 }
 
 // LogValue logs the report as a group of its byte counts.
 func (r *FitReport) LogValue() slog.Value {
-	return slog.GroupValue(
+	attrs := []slog.Attr{
 		slog.Bool("fits", r.Fits),
 		slog.Int64("budget_bytes", r.BudgetBytes),
 		slog.Int64("used_by_others_bytes", r.UsedByOthersBytes),
+		slog.Int64("weight_bytes", r.WeightBytes),
 		slog.Int64("arena_bytes", r.ArenaBytes),
 		slog.Int64("slab_bytes", r.SlabBytes),
+		slog.Int64("reserve_bytes", r.ReserveBytes),
+		slog.Int64("kv_budget_bytes", r.KVBudgetBytes),
+		slog.Int64("seq_bytes", r.SeqBytes),
+		slog.Int64("max_concurrent_seqs", r.MaxConcurrentSeqs),
 		slog.Int64("kv_blocks", r.KVBlocks),
 		slog.Int64("kv_bytes_per_block", r.KVBytesPerBlock),
 		slog.Int64("required_bytes", r.RequiredBytes),
 		slog.Int64("headroom_bytes", r.HeadroomBytes),
 		slog.Int64("shortfall_bytes", r.ShortfallBytes),
-	)
+	}
+	if s := r.Suggestions; s != nil {
+		attrs = append(attrs, slog.Group("suggestions",
+			slog.Int64("max_batch_tokens", s.MaxBatchTokens),
+			slog.Int64("max_seq_len", s.MaxSeqLen),
+			slog.Float64("gpu_memory_utilization", s.GPUMemoryUtilization)))
+	}
+	return slog.GroupValue(attrs...)
 }

@@ -1,134 +1,288 @@
 package arena
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
 )
 
-const h200Bytes = 141 << 30 // 151397597184
+const (
+	h200Bytes = 141 << 30 // 151397597184
+	h100Bytes = 80 << 30  // 85899345920
+)
 
-func TestFitLlamaOnH200(t *testing.T) {
-	cfg, plan := planExample(t, "llama-3.1-8b.json", Options{})
-	r, err := Fit(plan, cfg, DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes - 1<<30}, 0.9)
+// checkFitInvariants: the report's numbers agree with each other.
+func checkFitInvariants(t testing.TB, r *FitReport) {
+	t.Helper()
+	committed := r.UsedByOthersBytes + r.WeightBytes + r.ArenaBytes + r.SlabBytes + r.ReserveBytes
+	switch {
+	case r.Fits != (r.RequiredBytes <= r.BudgetBytes),
+		r.RequiredBytes != committed+r.SeqBytes,
+		r.KVBudgetBytes != max(r.BudgetBytes-committed, 0),
+		r.KVBlocks < 0 || r.HeadroomBytes < 0 || r.ShortfallBytes < 0,
+		r.Fits && r.HeadroomBytes != r.BudgetBytes-r.RequiredBytes,
+		!r.Fits && r.ShortfallBytes != r.RequiredBytes-r.BudgetBytes,
+		r.SeqBytes > 0 && r.Fits != (r.MaxConcurrentSeqs >= 1),
+		r.StateCacheBytes+r.KVCacheBytes > r.KVBudgetBytes,
+		r.KVCacheBytes != r.KVBlocks*r.KVBytesPerBlock,
+		r.Fits == (r.Suggestions != nil),
+		len(r.Largest) > 3:
+		t.Fatalf("inconsistent fit %+v", *r)
+	}
+	if r.KVBytesPerBlock > 0 && r.MaxConcurrentSeqs > 0 && r.KVBlocks < r.StateSeqs*r.MinKVBlocks {
+		t.Fatalf("%d KV blocks cannot hold %d sequences of %d blocks", r.KVBlocks, r.StateSeqs, r.MinKVBlocks)
+	}
+}
+
+// fitExample plans and fits one example config.
+func fitExample(t *testing.T, file string, opts Options, dev DeviceMemory, fo FitOptions) (*Plan, *FitReport) {
+	t.Helper()
+	cfg, plan := planExample(t, file, opts)
+	r, err := Fit(plan, cfg, dev, fo)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Fit(%s): %v", file, err)
 	}
-	want := FitReport{
-		Fits:                 true,
-		GPUMemoryUtilization: 0.9,
-		Device:               DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes - 1<<30},
-		BudgetBytes:          136257837465, // ⌊0.9 × 151397597184⌋
-		UsedByOthersBytes:    1073741824,   // 1 GiB
-		ArenaBytes:           3081336832,
-		KVBytesPerBlock:      2097152,      // 16 × 32 layers × 2 × 8 × 128 × 2
-		MinKVBlocks:          2048,         // 32768 / 16
-		KVBlocks:             62991,        // ⌊(136257837465 − 1073741824 − 3081336832) / 2097152⌋
-		KVCacheBytes:         132101701632, // 62991 × 2097152
-		KVTokens:             1007856,      // 62991 × 16
-		RequiredBytes:        8450045952,   // 1073741824 + 3081336832 + 2048 × 2097152
-		HeadroomBytes:        127807791513, // 136257837465 − 8450045952
+	checkFitInvariants(t, r)
+	return plan, r
+}
+
+// fitNumbers is a report's numbers, for comparing with a worked-out want.
+type fitNumbers struct {
+	Fits                                                            bool
+	Budget, Others, Weights, Arena, Reserve, KVBudget               int64
+	SeqBytes, FixedPerSeq, MaxSeqs, StateSeqs, StateCache, KVBlocks int64
+	KVCache, KVTokens, Required, Headroom, Shortfall                int64
+}
+
+func numbers(r *FitReport) fitNumbers {
+	return fitNumbers{r.Fits, r.BudgetBytes, r.UsedByOthersBytes, r.WeightBytes, r.ArenaBytes, r.ReserveBytes,
+		r.KVBudgetBytes, r.SeqBytes, r.FixedBytesPerSeq, r.MaxConcurrentSeqs, r.StateSeqs, r.StateCacheBytes,
+		r.KVBlocks, r.KVCacheBytes, r.KVTokens, r.RequiredBytes, r.HeadroomBytes, r.ShortfallBytes}
+}
+
+// TestFitLlamaOnH200: dense, default options, 1 GiB used by others.
+func TestFitLlamaOnH200(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes - 1<<30}
+	plan, r := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{})
+	if plan.BufferBytes != 3_081_336_832 {
+		t.Fatalf("plan changed: %d B of buffers", plan.BufferBytes)
 	}
-	got := *r
-	got.Largest, got.Notes = nil, nil
-	if !fitEqual(got, want) {
+	want := fitNumbers{
+		Fits:     true,
+		Budget:   136_257_837_465, // ⌊0.9 × 151397597184⌋
+		Others:   1 << 30,
+		Weights:  16_060_522_496,  // 2 B × 8,030,261,248 params
+		Arena:    3_081_336_832,   // every buffer a multiple of 256 B: no pool padding
+		Reserve:  1 << 30,         // DefaultReserveBytes
+		KVBudget: 114_968_494_489, // 136257837465 − (1073741824 + 16060522496 + 3081336832 + 1073741824)
+		SeqBytes: 4_294_967_296,   // ⌈32768/16⌉ = 2048 blocks × 2,097,152
+		MaxSeqs:  26,              // ⌊114968494489 / 4294967296⌋
+		// No sliding or state: the whole KV budget is paged blocks.
+		StateSeqs: 26,
+		KVBlocks:  54_821,          // ⌊114968494489 / 2097152⌋
+		KVCache:   114_967_969_792, // 54821 × 2097152
+		KVTokens:  877_136,         // 54821 × 16
+		Required:  25_584_310_272,  // 21289342976 + 4294967296
+		Headroom:  110_673_527_193, // 136257837465 − 25584310272
+	}
+	if got := numbers(r); got != want {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
-	if len(r.Largest) != 3 || r.Largest[0].ID != Logits {
+	wantLargest := []FitItem{{"weights.mlp", "weights", 11_274_289_152}, {"kv.one_sequence", "kv", 4_294_967_296},
+		{"weights.attention", "weights", 2_684_354_560}}
+	if !equalItems(r.Largest, wantLargest) {
 		t.Errorf("largest %+v", r.Largest)
 	}
-	if !hasNote(r.Notes, "1073741824 B of the device are already in use by others") {
-		t.Errorf("notes %q", r.Notes)
-	}
-}
-
-// fitEqual compares two reports without their slices.
-func fitEqual(a, b FitReport) bool {
-	a.Largest, a.Notes, b.Largest, b.Notes = nil, nil, nil, nil
-	return a.Fits == b.Fits && a.GPUMemoryUtilization == b.GPUMemoryUtilization && a.Device == b.Device &&
-		a.BudgetBytes == b.BudgetBytes && a.UsedByOthersBytes == b.UsedByOthersBytes &&
-		a.ArenaBytes == b.ArenaBytes && a.SlabBytes == b.SlabBytes && a.KVBytesPerBlock == b.KVBytesPerBlock &&
-		a.MinKVBlocks == b.MinKVBlocks && a.KVBlocks == b.KVBlocks && a.KVCacheBytes == b.KVCacheBytes &&
-		a.KVTokens == b.KVTokens && a.RequiredBytes == b.RequiredBytes &&
-		a.HeadroomBytes == b.HeadroomBytes && a.ShortfallBytes == b.ShortfallBytes
-}
-
-func TestFitDoesNotFit(t *testing.T) {
-	cfg, plan := planExample(t, "llama-3.1-8b.json", Options{})
-	r, err := Fit(plan, cfg, DeviceMemory{TotalBytes: 8 << 30, FreeBytes: 8 << 30}, 0.6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := FitReport{
-		GPUMemoryUtilization: 0.6,
-		Device:               DeviceMemory{TotalBytes: 8 << 30, FreeBytes: 8 << 30},
-		BudgetBytes:          5153960755, // ⌊0.6 × 8589934592⌋
-		ArenaBytes:           3081336832,
-		KVBytesPerBlock:      2097152,
-		MinKVBlocks:          2048,
-		KVBlocks:             988,        // ⌊(5153960755 − 3081336832) / 2097152⌋
-		KVCacheBytes:         2071986176, // 988 × 2097152
-		KVTokens:             15808,      // 988 × 16
-		RequiredBytes:        7376304128, // 3081336832 + 2048 × 2097152
-		ShortfallBytes:       2222343373, // 7376304128 − 5153960755
-	}
-	if !fitEqual(*r, want) {
-		t.Errorf("got  %+v\nwant %+v", *r, want)
-	}
-	// logits 8192×128256×2; ffn_act_a 8192×14336×2; then ffn_act_q8 and fp8_act
-	// tie at 8192×14336 and the earlier BufferID wins.
-	ids := []BufferID{Logits, FFNActA, FFNActQ8}
-	bytes := []int64{2101346304, 234881024, 117440512}
-	for i, b := range r.Largest {
-		if b.ID != ids[i] || b.Bytes != bytes[i] {
-			t.Errorf("largest[%d] = %v %d, want %v %d", i, b.ID, b.Bytes, ids[i], bytes[i])
-		}
-	}
-	if !hasNote(r.Notes, "does not fit: short by 2222343373 B") {
-		t.Errorf("notes %q", r.Notes)
-	}
-}
-
-func TestFitArenaAloneTooBig(t *testing.T) {
-	cfg, plan := planExample(t, "llama-3.1-8b.json", Options{})
-	r, err := Fit(plan, cfg, DeviceMemory{TotalBytes: 4 << 30, FreeBytes: 1 << 30}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// budget 4294967296; others 3221225472; required 3221225472 + 3081336832 + 4294967296.
-	if r.Fits || r.KVBlocks != 0 || r.KVCacheBytes != 0 || r.RequiredBytes != 10597529600 || r.ShortfallBytes != 6302562304 {
+	if r.GPUMemoryUtilization != 0.9 || r.KVBytesPerBlock != 2_097_152 || r.MinKVBlocks != 2048 || r.Weights == nil {
 		t.Errorf("%+v", *r)
 	}
-}
-
-func TestKVBytesPerBlock(t *testing.T) {
-	tests := []struct {
-		file string
-		want int64
-	}{
-		{"llama-3.1-8b.json", 2097152},               // 16 × 32 × 2 × 8 × 128 × 2
-		{"qwen3-next-80b-a3b-thinking.json", 393216}, // 16 × 12 full layers × 2 × 2 × 256 × 2
-		{"gpt-oss-20b.json", 393216},                 // 16 × 12 full layers × 2 × 8 × 64 × 2
-		{"nemotron-h-8b-base-8k.json", 262144},       // 16 × 4 attention layers × 2 × 8 × 128 × 2
-		{"deepseek-v3.json", 1124352},                // MLA: 16 × 61 × (512 + 64) × 2
-		// V4 flash: 21 ratio-4 layers × ⌈16/4⌉ × (512 + 128) × 2 = 107520
-		//         + 20 ratio-128 layers × ⌈16/128⌉ × 512 × 2 = 20480
-		{"deepseek-v4-flash.json", 128000},
-	}
-	for _, tt := range tests {
-		got, err := KVBytesPerBlock(loadExample(t, tt.file), 16)
-		if err != nil || got != tt.want {
-			t.Errorf("%s: %d, %v; want %d", tt.file, got, err, tt.want)
+	for _, n := range []string{"1073741824 B (1.00 GiB) of the device are already in use by others",
+		"reserve: 1073741824 B", "tensor and expert parallelism are out of scope", "holds 26 of them"} {
+		if !hasNote(r.Notes, n) {
+			t.Errorf("no note %q in %q", n, r.Notes)
 		}
 	}
-	if _, err := KVBytesPerBlock(loadExample(t, "llama-3.1-8b.json"), 0); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("kv_block_size 0: err = %v", err)
+}
+
+// TestFitGptOssOnH200: mxfp4 experts, sliding-window layers, whole device free.
+func TestFitGptOssOnH200(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}
+	plan, r := fitExample(t, "gpt-oss-120b.json", Options{}, dev, FitOptions{})
+	if plan.BufferBytes != 4_396_949_120 {
+		t.Fatalf("plan changed: %d B of buffers", plan.BufferBytes)
 	}
-	if _, err := KVBytesPerBlock(nil, 16); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("nil cfg: err = %v", err)
+	want := fitNumbers{
+		Fits:   true,
+		Budget: 136_257_837_465,
+		// Experts 60,993,699,840 (TestWeightsQuantized) + 2 × 2,127,557,952 bf16.
+		Weights:  65_248_815_744,
+		Arena:    4_396_949_248,  // 128 B of pool alignment
+		Reserve:  1 << 30,        //
+		KVBudget: 65_538_330_649, // 136257837465 − 70719506816
+		SeqBytes: 1_213_267_968,  // 2048 × 589,824 (18 full layers) + 9 × 589,824 (18 sliding, window 128)
+		// 9 sliding blocks of 589,824 B.
+		FixedPerSeq: 5_308_416,
+		MaxSeqs:     54,             // ⌊65538330649 / 1213267968⌋
+		StateSeqs:   54,             // min(54, max_batch_size 256)
+		StateCache:  286_654_464,    // 54 × 5308416
+		KVBlocks:    110_629,        // ⌊(65538330649 − 286654464) / 589824⌋
+		KVCache:     65_251_639_296, // 110629 × 589824
+		KVTokens:    1_770_064,      // 110629 × 16
+		Required:    71_932_774_784, // 70719506816 + 1213267968
+		Headroom:    64_325_062_681, // 136257837465 − 71932774784
+	}
+	if got := numbers(r); got != want {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if r.UsedByOthersBytes != 0 || hasNote(r.Notes, "in use by others") || !hasNote(r.Notes, "18 sliding-window layers") {
+		t.Errorf("notes %q", r.Notes)
 	}
 }
 
+// TestFitNemotronNanoOnH100: Mamba-2 state, non-default options.
+func TestFitNemotronNanoOnH100(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h100Bytes, FreeBytes: h100Bytes - 2<<30}
+	fo := FitOptions{GPUMemoryUtilization: 0.85, ReserveBytes: 512 << 20}
+	plan, r := fitExample(t, "nemotron-3-nano-30b-a3b.json", Options{MaxSeqLen: 65536}, dev, fo)
+	pool, err := NewPoolLayout(plan)
+	if err != nil || r.ArenaBytes != pool.Bytes {
+		t.Fatalf("arena %d vs pool %d, %v", r.ArenaBytes, pool.Bytes, err)
+	}
+	arena := r.ArenaBytes
+	// budget ⌊0.85 × 80 GiB⌋ = 68 GiB; weights 2 B × 31,577,940,288 params +
+	// 2 more bytes for each of the 23 × 128 f32 e_score_correction_bias.
+	const budget, weights = 73_014_444_032, 63_155_886_464
+	kvBudget := budget - (2<<30 + weights + arena + 512<<20)
+	// 6 attention layers × 2 × 2 × 128 × 2 = 6144 B/token → 4096 blocks of
+	// 98,304 B; state 23 × (conv 6144 × 3 × 2 + SSM 64 × 64 × 128 × 4) = 49,082,368.
+	const seq, fixed = 4096*98_304 + 49_082_368, 49_082_368
+	maxSeqs := kvBudget / seq
+	blocks := (kvBudget - maxSeqs*fixed) / 98_304
+	want := fitNumbers{
+		Fits: true, Budget: budget, Others: 2 << 30, Weights: weights, Arena: arena, Reserve: 512 << 20,
+		KVBudget: kvBudget, SeqBytes: seq, FixedPerSeq: fixed, MaxSeqs: maxSeqs, StateSeqs: maxSeqs,
+		StateCache: maxSeqs * fixed, KVBlocks: blocks, KVCache: blocks * 98_304, KVTokens: blocks * 16,
+		Required: budget - kvBudget + seq, Headroom: kvBudget - seq,
+	}
+	if got := numbers(r); got != want {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	if maxSeqs != 8 || r.GPUMemoryUtilization != 0.85 {
+		t.Errorf("max seqs %d (want 8 for %d B of arena), utilization %g", maxSeqs, arena, r.GPUMemoryUtilization)
+	}
+}
+
+// TestFitSuggestions: Llama-3.1-8B on a 24 GiB device does not fit; each
+// suggestion is the boundary: it fits, and one step further does not.
+func TestFitSuggestions(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: 24 << 30, FreeBytes: 24 << 30}
+	cfg, plan := planExample(t, "llama-3.1-8b.json", Options{})
+	r, err := Fit(plan, cfg, dev, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFitInvariants(t, r)
+	// budget ⌊0.9 × 24 GiB⌋ = 23,192,823,398; required = weights
+	// 16,060,522,496 + arena 3,081,336,832 + reserve 1 GiB + one sequence
+	// 4,294,967,296 = 24,510,568,448.
+	if r.Fits || r.ShortfallBytes != 24_510_568_448-23_192_823_398 || r.Suggestions == nil {
+		t.Fatalf("%+v", *r)
+	}
+	s := *r.Suggestions
+	fits := func(o Options, util float64) bool {
+		p, err := PlanFor(cfg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr, err := Fit(p, cfg, dev, FitOptions{GPUMemoryUtilization: util})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fr.Fits
+	}
+	m := s.MaxBatchTokens
+	if m <= 0 || !fits(Options{MaxBatchTokens: m, MaxBatchSize: min(256, m)}, 0) ||
+		fits(Options{MaxBatchTokens: m + 1, MaxBatchSize: min(256, m+1)}, 0) {
+		t.Errorf("max_batch_tokens %d is not the boundary", m)
+	}
+	l := s.MaxSeqLen
+	if l <= 0 || !fits(Options{MaxSeqLen: l}, 0) || fits(Options{MaxSeqLen: l + 1}, 0) {
+		t.Errorf("max_seq_len %d is not the boundary", l)
+	}
+	u := s.GPUMemoryUtilization
+	if u <= 0.9 || u > 1 || !fits(Options{}, u) || fits(Options{}, u-0.0001) {
+		t.Errorf("gpu_memory_utilization %g is not the boundary", u)
+	}
+	// ⌈24510568448 × 10000 / 25769803776⌉ = 9512. max_seq_len: the budget
+	// leaves 23192823398 − 20215601152 = 2,977,222,246 B for the sequence,
+	// ⌊/ 2097152⌋ = 1419 blocks of 16 tokens. max_batch_tokens: the arena
+	// must shrink to 1,763,591,782 B; the boundary check above pins it.
+	if u != 0.9512 || l != 1419*16 || m != 4606 {
+		t.Errorf("suggestions %+v, want 4606, 22704, 0.9512", s)
+	}
+	for _, n := range []string{"does not fit: short by 1317745050 B", "fits with max_batch_tokens", "fits with max_seq_len",
+		"fits with gpu_memory_utilization 0.9512 (now 0.9)"} {
+		if !hasNote(r.Notes, n) {
+			t.Errorf("no note %q in %q", n, r.Notes)
+		}
+	}
+}
+
+// TestFitNoSuggestion: DeepSeek-V4-Flash's 156 GB of weights exceed an
+// H200: no option change helps, and the largest items are weights.
+func TestFitNoSuggestion(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}
+	_, r := fitExample(t, "deepseek-v4-flash.json", Options{}, dev, FitOptions{})
+	if r.Fits || r.Suggestions == nil || *r.Suggestions != (FitSuggestions{}) || r.KVBudgetBytes != 0 || r.MaxConcurrentSeqs != 0 {
+		t.Errorf("%+v", *r)
+	}
+	if r.Largest[0].Name != "weights.moe_experts" || r.Largest[0].Bytes != 147_169_738_752 {
+		t.Errorf("largest %+v", r.Largest)
+	}
+	if !hasNote(r.Notes, "no smaller max_batch_tokens or max_seq_len") {
+		t.Errorf("notes %q", r.Notes)
+	}
+	// With fp8 projections and an include_mtp the weights are larger still;
+	// excluding them (already resident elsewhere) lets the arena fit.
+	_, ex := fitExample(t, "deepseek-v4-flash.json", Options{}, dev, FitOptions{ExcludeWeights: true})
+	if !ex.Fits || ex.WeightBytes != 0 || ex.Weights.Bytes != r.WeightBytes || !hasNote(ex.Notes, "are excluded") {
+		t.Errorf("exclude weights: %+v", *ex)
+	}
+}
+
+// TestFitQwen3NextFP8: the bf16 weights (159 GB) do not fit an H200; sized
+// as fp8 they do, and GDN state is set aside per sequence.
+func TestFitQwen3NextFP8(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}
+	_, bf := fitExample(t, "qwen3-next-80b-a3b-thinking.json", Options{}, dev, FitOptions{})
+	_, f8 := fitExample(t, "qwen3-next-80b-a3b-thinking.json", Options{}, dev, FitOptions{Weights: WeightOptions{DType: FP8}})
+	if bf.Fits || !f8.Fits || f8.WeightBytes >= bf.WeightBytes*51/100 {
+		t.Fatalf("bf16 fits %v (%d B), fp8 fits %v (%d B)", bf.Fits, bf.WeightBytes, f8.Fits, f8.WeightBytes)
+	}
+	// One sequence: 2048 blocks × 393,216 + 77,266,944 B of GDN state.
+	if f8.SeqBytes != 2048*393_216+77_266_944 || f8.FixedBytesPerSeq != 77_266_944 ||
+		f8.StateCacheBytes != f8.StateSeqs*77_266_944 {
+		t.Errorf("%+v", *f8)
+	}
+}
+
+// TestFitReserveAndUtilizationOptions: defaults, NoReserve, bounds.
+func TestFitReserveAndUtilizationOptions(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}
+	_, def := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{})
+	_, none := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{ReserveBytes: NoReserve})
+	_, one := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{GPUMemoryUtilization: 1})
+	if def.ReserveBytes != DefaultReserveBytes || none.ReserveBytes != 0 ||
+		none.KVBudgetBytes-def.KVBudgetBytes != DefaultReserveBytes || one.BudgetBytes != h200Bytes {
+		t.Errorf("reserve %d / %d, budget %d", def.ReserveBytes, none.ReserveBytes, one.BudgetBytes)
+	}
+}
+
+// TestFitWithoutKVLayers: a Mamba-2-only model has state but no blocks.
 func TestFitWithoutKVLayers(t *testing.T) {
 	cfg, err := ParseConfig(mutate(t, "nemotron-h-8b-base-8k.json", map[string]string{
 		"num_hidden_layers": "2", "hybrid_override_pattern": `"M-"`}))
@@ -139,17 +293,18 @@ func TestFitWithoutKVLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plan.Buffers[QKVOutput].Present() || plan.Buffers[SplitKWorkspace].Present() {
-		t.Errorf("attention buffers present without attention layers")
-	}
-	r, err := Fit(plan, cfg, DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}, 0.9)
+	r, err := Fit(plan, cfg, DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}, FitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Fits || r.KVBytesPerBlock != 0 || r.KVBlocks != 0 || r.MinKVBlocks != 0 || r.RequiredBytes != plan.TotalBytes {
+	checkFitInvariants(t, r)
+	// One Mamba-2 layer: conv 10240 × 3 × 2 + SSM 128 × 64 × 128 × 4.
+	const state = 10240*3*2 + 128*64*128*4
+	if !r.Fits || r.KVBytesPerBlock != 0 || r.KVBlocks != 0 || r.MinKVBlocks != 0 || r.SeqBytes != state ||
+		r.MaxConcurrentSeqs != r.KVBudgetBytes/state || r.StateSeqs != 256 {
 		t.Errorf("%+v", *r)
 	}
-	if !hasNote(r.Notes, "no KV-cache layers") {
+	if !hasNote(r.Notes, "no paged KV-cache layers") {
 		t.Errorf("notes %q", r.Notes)
 	}
 }
@@ -160,32 +315,78 @@ func TestFitErrors(t *testing.T) {
 	tests := []struct {
 		name   string
 		dev    DeviceMemory
-		util   float64
+		opts   FitOptions
 		option string
 	}{
-		{"zero util", dev, 0, "gpu_memory_utilization"},
-		{"util over 1", dev, 1.5, "gpu_memory_utilization"},
-		{"NaN util", dev, math.NaN(), "gpu_memory_utilization"},
-		{"zero total", DeviceMemory{}, 0.9, "total_bytes"},
-		{"free over total", DeviceMemory{TotalBytes: 10, FreeBytes: 11}, 0.9, "free_bytes"},
-		{"negative free", DeviceMemory{TotalBytes: 10, FreeBytes: -1}, 0.9, "free_bytes"},
+		{"negative util", dev, FitOptions{GPUMemoryUtilization: -0.1}, "gpu_memory_utilization"},
+		{"util over 1", dev, FitOptions{GPUMemoryUtilization: 1.5}, "gpu_memory_utilization"},
+		{"NaN util", dev, FitOptions{GPUMemoryUtilization: math.NaN()}, "gpu_memory_utilization"},
+		{"negative reserve", dev, FitOptions{ReserveBytes: -2}, "reserve_bytes"},
+		{"weight dtype", dev, FitOptions{Weights: WeightOptions{DType: U32}}, "weight_dtype"},
+		{"zero total", DeviceMemory{}, FitOptions{}, "total_bytes"},
+		{"free over total", DeviceMemory{TotalBytes: 10, FreeBytes: 11}, FitOptions{}, "free_bytes"},
+		{"negative free", DeviceMemory{TotalBytes: 10, FreeBytes: -1}, FitOptions{}, "free_bytes"},
 	}
 	for _, tt := range tests {
-		_, err := Fit(plan, cfg, tt.dev, tt.util)
-		var oe *OptionError
-		if !errors.Is(err, ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != tt.option {
+		_, err := Fit(plan, cfg, tt.dev, tt.opts)
+		if !isOption(err, tt.option) {
 			t.Errorf("%s: err = %v, want option %s", tt.name, err, tt.option)
 		}
 	}
-	if _, err := Fit(nil, cfg, dev, 0.9); err == nil {
-		t.Error("nil plan: no error")
+	if _, err := Fit(nil, cfg, dev, FitOptions{}); err == nil || !strings.Contains(err.Error(), "nil *Plan") {
+		t.Errorf("nil plan: err = %v", err)
 	}
 	var ce *ConfigError
-	if _, err := Fit(plan, nil, dev, 0.9); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := Fit(plan, nil, dev, FitOptions{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil cfg: err = %v", err)
 	}
-	if _, err := Fit(plan, loadExample(t, "qwen3-8b.json"), dev, 0.9); !errors.As(err, &ce) || ce.Field != "model_type" {
+	if _, err := Fit(plan, loadExample(t, "qwen3-8b.json"), dev, FitOptions{}); !errors.As(err, &ce) || ce.Field != "model_type" {
 		t.Errorf("mismatched cfg: err = %v", err)
+	}
+	huge := *cfg
+	huge.VocabSize = 1 << 62
+	if _, err := Fit(plan, &huge, dev, FitOptions{}); !errors.Is(err, ErrOverflow) {
+		t.Errorf("huge vocab: err = %v", err)
+	}
+}
+
+// TestFitReportJSONAndLog: snake_case JSON with [] for empty lists and the
+// suggestions only when it does not fit; slog shows the byte counts.
+func TestFitReportJSONAndLog(t *testing.T) {
+	_, fits := fitExample(t, "llama-3.1-8b.json", Options{}, DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}, FitOptions{})
+	_, short := fitExample(t, "llama-3.1-8b.json", Options{}, DeviceMemory{TotalBytes: 24 << 30, FreeBytes: 24 << 30}, FitOptions{})
+	for _, r := range []*FitReport{fits, short} {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"fits", "model_type", "budget_bytes", "used_by_others_bytes", "weight_bytes", "weights",
+			"arena_bytes", "reserve_bytes", "kv_budget_bytes", "kv", "seq_bytes", "max_concurrent_seqs", "kv_blocks",
+			"required_bytes", "largest", "notes"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("no key %q", k)
+			}
+		}
+		if _, ok := m["suggestions"]; ok == r.Fits {
+			t.Errorf("fits %v, suggestions present %v", r.Fits, ok)
+		}
+		if dev, _ := m["device"].(map[string]any); dev["total_bytes"] == nil {
+			t.Errorf("device %v", m["device"])
+		}
+	}
+	if b, _ := json.Marshal(FitReport{}); !strings.Contains(string(b), `"largest":[]`) || !strings.Contains(string(b), `"notes":[]`) {
+		t.Errorf("empty report %s", b)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("fit", "report", short)
+	for _, k := range []string{`"max_concurrent_seqs":0`, `"weight_bytes":16060522496`, `"suggestions":{`} {
+		if !strings.Contains(buf.String(), k) {
+			t.Errorf("log %s has no %s", buf.String(), k)
+		}
 	}
 }
 
@@ -200,4 +401,39 @@ func TestBudgetIsExactDecimal(t *testing.T) {
 	if got := budget(0.9, 10); got != 9 {
 		t.Errorf("budget(0.9, 10) = %d, want 9", got)
 	}
+}
+
+func TestLowestUtilizationAndSearch(t *testing.T) {
+	for _, tt := range []struct {
+		required, total int64
+		want            float64
+	}{
+		{9, 10, 0.9}, {1, 3, 0.3334}, {10, 10, 1}, {11, 10, 0}, {math.MaxInt64, math.MaxInt64, 1},
+	} {
+		if got := lowestUtilization(tt.required, tt.total); got != tt.want {
+			t.Errorf("lowestUtilization(%d, %d) = %g, want %g", tt.required, tt.total, got, tt.want)
+		}
+	}
+	if got := largestFitting(1, 100, func(v int64) bool { return v <= 37 }); got != 37 {
+		t.Errorf("largestFitting = %d, want 37", got)
+	}
+	if got := largestFitting(1, 100, func(int64) bool { return false }); got != 0 {
+		t.Errorf("largestFitting none = %d", got)
+	}
+	if got := largestFitting(1, 0, func(int64) bool { return true }); got != 0 {
+		t.Errorf("largestFitting empty = %d", got)
+	}
+}
+
+// equalItems compares two item lists.
+func equalItems(a, b []FitItem) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

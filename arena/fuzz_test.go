@@ -40,16 +40,14 @@ func FuzzParseAndPlan(f *testing.F) {
 				continue
 			}
 			checkPlanInvariants(t, plan)
-			r, err := Fit(plan, cfg, DeviceMemory{TotalBytes: 141 << 30, FreeBytes: 100 << 30}, 0.9)
+			r, err := Fit(plan, cfg, DeviceMemory{TotalBytes: 141 << 30, FreeBytes: 100 << 30}, FitOptions{})
 			if err != nil {
 				if !errors.Is(err, ErrOverflow) {
 					t.Fatalf("untyped fit error %v", err)
 				}
 				continue
 			}
-			if r.Fits != (r.RequiredBytes <= r.BudgetBytes) || r.KVBlocks < 0 || r.HeadroomBytes < 0 || r.ShortfallBytes < 0 {
-				t.Fatalf("inconsistent fit %+v", *r)
-			}
+			checkFitInvariants(t, r)
 		}
 	})
 }

@@ -1,6 +1,13 @@
 package arena
 
-// KVDType is the KV-cache element type the fit assumes (BF16, 2 bytes).
+import (
+	"fmt"
+	"strings"
+)
+
+// KVDType is the KV-cache element type the fit assumes (BF16, 2 bytes). The
+// Mamba-2/GDN convolution state uses it too; the recurrent SSM state does not
+// (see SSMStateDType).
 const KVDType = BF16
 
 // deepseekV4IndexerRatio is the compress ratio of the DeepSeek-V4 layers that
@@ -8,60 +15,257 @@ const KVDType = BF16
 // builds the indexer only on ratio-4 layers).
 const deepseekV4IndexerRatio = 4
 
-// KVBytesPerBlock is the device bytes one paged KV-cache block of
-// kvBlockSize tokens takes over all layers (design.md §6), in KVDType:
-//   - standard, gated and Mamba-2-hybrid attention: kvBlockSize × full-attention
-//     layers × 2 (K and V) × Hkv × D × 2 B. Sliding-window, GDN and Mamba-2
-//     layers keep per-sequence state, not blocks, and are not counted.
-//   - MLA: kvBlockSize × layers × (kv_lora_rank + qk_rope_head_dim) × 2 B, one
-//     latent plus shared rotary key per token per layer (DeepSeek-V2 §2.1).
-//   - DeepSeek-V4: Σ over compressed layers of ⌈kvBlockSize / ratio⌉ entries ×
-//     (head_dim + index_head_dim on ratio-4 layers) × 2 B: each block holds the
-//     compressed latents of its tokens, rounded up to one entry (an
-//     over-estimate for ratio > kvBlockSize); the per-sequence sliding window
-//     is not counted.
+// KVLayout is what a model's KV cache and recurrent state cost, per token,
+// per block and per sequence, in bytes. Three kinds of per-sequence memory:
 //
-// It is 0 for a model without such layers. Errors: an *OptionError for
-// kvBlockSize ≤ 0, a *ConfigError for a nil cfg, an *OverflowError.
-func KVBytesPerBlock(cfg *ModelConfig, kvBlockSize int64) (int64, error) {
+//   - paged: layers whose cache grows with the sequence, held in blocks of
+//     BlockTokens tokens. Standard, gated and Mamba-2-hybrid attention: the
+//     full-attention layers, K and V of Hkv·D each. MLA: every layer, one
+//     latent of kv_lora_rank + qk_rope_head_dim (DeepSeek-V2 §2.1).
+//     DeepSeek-V4: the compressed layers, one head_dim latent per ratio
+//     tokens (+ index_head_dim indexer keys on ratio-4 layers).
+//   - sliding: layers that keep only the last SlidingWindow tokens of a
+//     sequence (gpt_oss sliding_attention layers, K and V of Hkv·D; every
+//     DeepSeek-V4 layer, which keeps a head_dim latent window next to its
+//     compressed cache). A sequence of L tokens holds min(L, W) of them, in
+//     min(⌈L/b⌉, ⌈W/b⌉ + 1) blocks (a window not aligned to blocks spans one
+//     block more).
+//   - state: fixed per-sequence state. GDN (vLLM mamba_utils
+//     gated_delta_net_state_shape): per layer a conv state [conv_dim,
+//     kernel − 1] in KVDType (conv_dim = 2·nk·dk + nv·dv) and an SSM state
+//     [nv, dk, dv]; Mamba-2 (mamba2_state_shape): conv [d_inner +
+//     2·n_groups·d_state, kernel − 1] in KVDType and SSM [nheads, head_dim,
+//     d_state]; the SSM state in SSMStateDType. DeepSeek-V4 compressors
+//     (vLLM CompressorStateCache): per compressed layer coff·r pending
+//     entries of kv + score state, 2·coff·D F32 each (coff = 2 on ratio-4
+//     layers, which also run the indexer's ratio-4 compressor of
+//     index_head_dim; else 1).
+//
+// The KV itself is KVDType (2 B) throughout.
+type KVLayout struct {
+	// BlockTokens is kv_block_size, the tokens per paged block.
+	BlockTokens int64 `json:"block_tokens"`
+	// PagedLayers counts the layers with a paged cache.
+	PagedLayers int64 `json:"paged_layers"`
+	// BytesPerToken is the paged layers' bytes per token. DeepSeek-V4: Σ over
+	// compressed layers of ⌈width·2 B / ratio⌉, the long-sequence cost.
+	BytesPerToken int64 `json:"bytes_per_token"`
+	// BytesPerBlock is the paged layers' bytes per block of BlockTokens
+	// tokens (KVBytesPerBlock). DeepSeek-V4 rounds each compressed layer up
+	// to ⌈BlockTokens/ratio⌉ entries per block, so it can exceed
+	// BlockTokens × BytesPerToken.
+	BytesPerBlock int64 `json:"bytes_per_block"`
+	// SlidingLayers counts the layers holding a sliding window of
+	// SlidingWindow tokens per sequence; SlidingBytesPerToken and
+	// SlidingBytesPerBlock are their bytes per token and per block.
+	SlidingLayers        int64 `json:"sliding_layers"`
+	SlidingWindow        int64 `json:"sliding_window"`
+	SlidingBytesPerToken int64 `json:"sliding_bytes_per_token"`
+	SlidingBytesPerBlock int64 `json:"sliding_bytes_per_block"`
+	// StateLayers counts the GDN and Mamba-2 layers. ConvStateBytesPerSeq,
+	// SSMStateBytesPerSeq and CompressorStateBytesPerSeq are one sequence's
+	// fixed state by kind; StateBytesPerSeq is their sum.
+	StateLayers                int64 `json:"state_layers"`
+	ConvStateBytesPerSeq       int64 `json:"conv_state_bytes_per_seq"`
+	SSMStateBytesPerSeq        int64 `json:"ssm_state_bytes_per_seq"`
+	CompressorStateBytesPerSeq int64 `json:"compressor_state_bytes_per_seq"`
+	StateBytesPerSeq           int64 `json:"state_bytes_per_seq"`
+	// Notes says what was assumed (the SSM state dtype).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// SSMStateDType is the recurrent (SSM) state's element size in bytes for
+// mamba_ssm_cache_dtype: "bfloat16"/"float16" → 2; "float32" or absent → 4
+// (the state accumulates over the whole sequence, so F32 is the safe
+// default; vLLM's "auto" would follow the model dtype). An unknown value is
+// 4 with a note.
+func SSMStateDType(mambaSSMCacheDType string) (bytes int64, note string) {
+	switch strings.ToLower(mambaSSMCacheDType) {
+	case "bfloat16", "float16", "bf16", "fp16", "half":
+		return 2, ""
+	case "float32", "fp32", "float":
+		return 4, ""
+	case "":
+		return 4, "mamba_ssm_cache_dtype is absent: the recurrent SSM state is sized as f32"
+	default:
+		return 4, fmt.Sprintf("mamba_ssm_cache_dtype %q is not known: the recurrent SSM state is sized as f32", mambaSSMCacheDType)
+	}
+}
+
+// NewKVLayout computes cfg's KV layout for blocks of kvBlockSize tokens.
+// Errors: an *OptionError for kvBlockSize ≤ 0, a *ConfigError for a nil cfg,
+// an *OverflowError.
+func NewKVLayout(cfg *ModelConfig, kvBlockSize int64) (KVLayout, error) {
 	if cfg == nil {
-		return 0, &ConfigError{Reason: "nil *ModelConfig"}
+		return KVLayout{}, &ConfigError{Reason: "nil *ModelConfig"}
 	}
 	if kvBlockSize <= 0 {
-		return 0, &OptionError{Option: "kv_block_size", Value: kvBlockSize, Reason: "must be positive"}
+		return KVLayout{}, &OptionError{Option: "kv_block_size", Value: kvBlockSize, Reason: "must be positive"}
 	}
-	const what = "kv bytes per block"
+	k := &kvCalc{l: KVLayout{BlockTokens: kvBlockSize}}
+	c, l, dt := cfg, &k.l, KVDType.Size()
 	switch {
-	case cfg.MLA != nil:
-		w, err := CheckedAdd(what, cfg.MLA.KVLoRARank, cfg.MLA.QKRopeHeadDim)
-		if err != nil {
-			return 0, err
-		}
-		return CheckedProduct(what, kvBlockSize, cfg.Counts.Attention(), w, KVDType.Size())
-	case cfg.DeepSeekV4 != nil:
-		v := cfg.DeepSeekV4
-		total := int64(0)
-		for _, ratio := range v.CompressRatios {
-			if ratio <= 1 {
-				continue
-			}
-			w := cfg.HeadDim
-			if ratio == deepseekV4IndexerRatio {
-				var err error
-				if w, err = CheckedAdd(what, w, v.IndexHeadDim); err != nil {
-					return 0, err
-				}
-			}
-			b, err := CheckedProduct(what, ceilDiv(kvBlockSize, ratio), w, KVDType.Size())
-			if err != nil {
-				return 0, err
-			}
-			if total, err = CheckedAdd(what, total, b); err != nil {
-				return 0, err
-			}
-		}
-		return total, nil
+	case c.MLA != nil:
+		l.PagedLayers = c.Counts.Attention()
+		l.BytesPerToken = k.mul(l.PagedLayers, k.add(c.MLA.KVLoRARank, c.MLA.QKRopeHeadDim), dt)
+		l.BytesPerBlock = k.mul(kvBlockSize, l.BytesPerToken)
+	case c.DeepSeekV4 != nil:
+		k.deepseekV4(c)
 	default:
-		return CheckedProduct(what, kvBlockSize, cfg.Counts.FullAttention, 2, cfg.NumKVHeads, cfg.HeadDim, KVDType.Size())
+		kv := k.mul(2, c.NumKVHeads, c.HeadDim, dt) // K and V of one layer, one token
+		l.PagedLayers = c.Counts.FullAttention
+		l.BytesPerToken = k.mul(l.PagedLayers, kv)
+		l.BytesPerBlock = k.mul(kvBlockSize, l.BytesPerToken)
+		if c.Counts.SlidingAttention > 0 {
+			l.SlidingLayers, l.SlidingWindow = c.Counts.SlidingAttention, c.SlidingWindow
+			l.SlidingBytesPerToken = k.mul(l.SlidingLayers, kv)
+		}
 	}
+	l.SlidingBytesPerBlock = k.mul(kvBlockSize, l.SlidingBytesPerToken)
+	k.recurrent(c)
+	l.StateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, l.SSMStateBytesPerSeq, l.CompressorStateBytesPerSeq)
+	if k.err != nil {
+		return KVLayout{}, k.err
+	}
+	return k.l, nil
+}
+
+// kvCalc is NewKVLayout's overflow-checked arithmetic.
+type kvCalc struct {
+	l   KVLayout
+	err error
+}
+
+// mul is the checked product of xs; 0 after an overflow.
+func (k *kvCalc) mul(xs ...int64) int64 {
+	if k.err != nil {
+		return 0
+	}
+	v, err := CheckedProduct("kv cache", xs...)
+	k.err = err
+	return v
+}
+
+// add is the checked sum of xs; 0 after an overflow.
+func (k *kvCalc) add(xs ...int64) int64 {
+	if k.err != nil {
+		return 0
+	}
+	v, err := CheckedSum("kv cache", xs...)
+	k.err = err
+	return v
+}
+
+// deepseekV4 fills the compressed (paged), sliding and compressor-state
+// parts of a DeepSeek-V4 layout. Per block of b tokens a layer of ratio r
+// holds ⌈b/r⌉ latents of head_dim (+ index_head_dim on ratio-4 layers);
+// every attention layer keeps a head_dim window of sliding_window tokens.
+func (k *kvCalc) deepseekV4(c *ModelConfig) {
+	v, l, dt, b := c.DeepSeekV4, &k.l, KVDType.Size(), k.l.BlockTokens
+	for _, r := range v.CompressRatios {
+		if r <= 1 {
+			continue
+		}
+		w, coff := c.HeadDim, int64(1)
+		state := int64(0)
+		if r == deepseekV4IndexerRatio {
+			w, coff = k.add(w, v.IndexHeadDim), 2
+			state = k.mul(coff, r, 2, coff, v.IndexHeadDim, F32.Size()) // the indexer's compressor
+		}
+		l.PagedLayers++
+		l.BytesPerToken = k.add(l.BytesPerToken, ceilDiv(k.mul(w, dt), r))
+		l.BytesPerBlock = k.add(l.BytesPerBlock, k.mul(ceilDiv(b, r), w, dt))
+		l.CompressorStateBytesPerSeq = k.add(l.CompressorStateBytesPerSeq, state, k.mul(coff, r, 2, coff, c.HeadDim, F32.Size()))
+	}
+	l.SlidingLayers, l.SlidingWindow = c.Counts.Attention(), c.SlidingWindow
+	l.SlidingBytesPerToken = k.mul(l.SlidingLayers, c.HeadDim, dt) // one latent, K = V
+}
+
+// recurrent fills the GDN and Mamba-2 conv and SSM state.
+func (k *kvCalc) recurrent(c *ModelConfig) {
+	l, dt := &k.l, KVDType.Size()
+	gdn := c.GDN != nil && c.Counts.GDN > 0
+	mamba := c.Mamba != nil && c.Counts.Mamba2 > 0
+	if !gdn && !mamba {
+		return
+	}
+	ssm, note := SSMStateDType(c.MambaSSMCacheDType)
+	if note != "" {
+		l.Notes = append(l.Notes, note)
+	}
+	if gdn {
+		g, n := c.GDN, c.Counts.GDN
+		convDim := k.add(k.mul(2, g.NumKeyHeads, g.KeyHeadDim), k.mul(g.NumValueHeads, g.ValueHeadDim))
+		l.StateLayers += n
+		l.ConvStateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, k.mul(n, convDim, max(g.ConvKernel-1, 0), dt))
+		l.SSMStateBytesPerSeq = k.add(l.SSMStateBytesPerSeq, k.mul(n, g.NumValueHeads, g.KeyHeadDim, g.ValueHeadDim, ssm))
+	}
+	if mamba {
+		m, n := c.Mamba, c.Counts.Mamba2
+		convDim := k.add(m.DInner, k.mul(2, m.NumGroups, m.StateSize))
+		l.StateLayers += n
+		l.ConvStateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, k.mul(n, convDim, max(m.ConvKernel-1, 0), dt))
+		l.SSMStateBytesPerSeq = k.add(l.SSMStateBytesPerSeq, k.mul(n, m.NumHeads, m.HeadDim, m.StateSize, ssm))
+	}
+}
+
+// SeqBlocks is how many paged and sliding-window blocks one sequence of
+// seqLen tokens holds: ⌈seqLen/b⌉ paged (0 without paged layers) and
+// min(⌈seqLen/b⌉, ⌈W/b⌉ + 1) sliding (0 without sliding layers).
+func (l KVLayout) SeqBlocks(seqLen int64) (paged, sliding int64) {
+	if l.BlockTokens <= 0 || seqLen <= 0 {
+		return 0, 0
+	}
+	n := ceilDiv(seqLen, l.BlockTokens)
+	if l.BytesPerBlock > 0 {
+		paged = n
+	}
+	if l.SlidingBytesPerBlock > 0 && l.SlidingWindow > 0 {
+		sliding = min(n, ceilDiv(l.SlidingWindow, l.BlockTokens)+1)
+	}
+	return paged, sliding
+}
+
+// SeqBytes is one sequence of seqLen tokens: its paged blocks, its sliding
+// blocks and its fixed state. Errors: an *OverflowError.
+func (l KVLayout) SeqBytes(seqLen int64) (int64, error) {
+	paged, sliding := l.SeqBlocks(seqLen)
+	p, err := CheckedMul("sequence kv bytes", paged, l.BytesPerBlock)
+	if err != nil {
+		return 0, err
+	}
+	s, err := CheckedMul("sequence kv bytes", sliding, l.SlidingBytesPerBlock)
+	if err != nil {
+		return 0, err
+	}
+	return CheckedSum("sequence kv bytes", p, s, l.StateBytesPerSeq)
+}
+
+// FixedBytesPerSeq is what one sequence of seqLen tokens holds besides its
+// paged blocks: its sliding blocks and its state. Errors: an *OverflowError.
+func (l KVLayout) FixedBytesPerSeq(seqLen int64) (int64, error) {
+	_, sliding := l.SeqBlocks(seqLen)
+	s, err := CheckedMul("sequence fixed bytes", sliding, l.SlidingBytesPerBlock)
+	if err != nil {
+		return 0, err
+	}
+	return CheckedAdd("sequence fixed bytes", s, l.StateBytesPerSeq)
+}
+
+// KVBytesPerBlock is NewKVLayout(cfg, kvBlockSize).BytesPerBlock: the bytes
+// one paged KV-cache block of kvBlockSize tokens takes over all paged layers
+// (design.md §6), in KVDType:
+//   - standard, gated and Mamba-2-hybrid attention: kvBlockSize × full-attention
+//     layers × 2 (K and V) × Hkv × D × 2 B;
+//   - MLA: kvBlockSize × layers × (kv_lora_rank + qk_rope_head_dim) × 2 B;
+//   - DeepSeek-V4: Σ over compressed layers of ⌈kvBlockSize / ratio⌉ entries ×
+//     (head_dim + index_head_dim on ratio-4 layers) × 2 B.
+//
+// Sliding-window and recurrent state are per sequence, not per block (see
+// KVLayout). It is 0 for a model without paged layers. Errors: an
+// *OptionError for kvBlockSize ≤ 0, a *ConfigError for a nil cfg, an
+// *OverflowError.
+func KVBytesPerBlock(cfg *ModelConfig, kvBlockSize int64) (int64, error) {
+	l, err := NewKVLayout(cfg, kvBlockSize)
+	return l.BytesPerBlock, err
 }

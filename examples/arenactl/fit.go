@@ -9,17 +9,20 @@ import (
 	"github.com/gpuarena/gpuarena/arena"
 )
 
-const fitLong = `Fit checks, without touching a device, whether the plan fits on a device of
+const fitLong = `Fit checks, without touching a device, whether the model fits on a device of
 --device-memory bytes of which --device-used are already held by other
 processes, under --gpu-memory-utilization (design.md §6):
 
-  budget   = gpu_memory_utilization × device memory
-  required = used by others + arena + slabs + the KV-cache blocks of one
-             max_seq_len sequence
-  fits     = required ≤ budget
+  budget     = gpu_memory_utilization × device memory
+  committed  = used by others + weights + arena + slabs + reserve
+  kv budget  = budget − committed
+  fits       = one sequence of max_seq_len (its KV blocks, sliding-window
+               blocks and recurrent state) fits in the kv budget
 
-What the arena and slabs leave of the budget goes to KV-cache blocks. When it
-does not fit, the shortfall and the three largest buffers are shown.
+The report gives the breakdown, the KV-cache blocks and the sequences of
+max_seq_len that fit at once. When it does not fit: by how much, the three
+largest items, and the smallest single change that makes it fit (a lower
+max_batch_tokens, a lower max_seq_len, or a higher gpu_memory_utilization).
 
 Exit status: 0 when it fits, 1 when it does not, 2 on an error.`
 
@@ -30,6 +33,10 @@ type fitCmd struct {
 	utilization float64
 	memory      byteSize
 	used        byteSize
+	reserve     byteSize
+	weightDType string
+	includeMTP  bool
+	noWeights   bool
 	jsonOut     bool
 }
 
@@ -38,7 +45,7 @@ func newFitCmd(a *app) *cobra.Command {
 	c := &fitCmd{app: a}
 	cmd := &cobra.Command{
 		Use:   "fit --config FILE [flags]",
-		Short: "Check whether the arena fits on a device (exit 1 when it does not)",
+		Short: "Check whether the model fits on a device (exit 1 when it does not)",
 		Long:  fitLong,
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.OutOrStdout()) },
@@ -49,8 +56,38 @@ func newFitCmd(a *app) *cobra.Command {
 	addUtilizationFlag(fs, &c.utilization)
 	addDeviceMemoryFlag(fs, &c.memory, "the device's total memory")
 	fs.Var(&c.used, "device-used", "memory already used by other processes: bytes or a size")
+	c.reserve = byteSize(arena.DefaultReserveBytes)
+	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size")
+	fs.StringVar(&c.weightDType, "weight-dtype", "", "size the weights as bf16, f32 or fp8 instead of the config's torch_dtype and quantization")
+	fs.BoolVar(&c.includeMTP, "include-mtp", false, "count the multi-token-prediction layers' weights (num_nextn_predict_layers)")
+	fs.BoolVar(&c.noWeights, "exclude-weights", false, "leave the weights out of the budget (they live elsewhere or are already resident)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the fit as JSON")
 	return cmd
+}
+
+// options turns the flags into arena.FitOptions.
+func (c *fitCmd) options() (arena.FitOptions, error) {
+	o := arena.FitOptions{
+		GPUMemoryUtilization: c.utilization,
+		ReserveBytes:         int64(c.reserve),
+		Weights:              arena.WeightOptions{IncludeMTP: c.includeMTP},
+		ExcludeWeights:       c.noWeights,
+	}
+	if c.reserve == 0 {
+		o.ReserveBytes = arena.NoReserve
+	}
+	switch c.weightDType {
+	case "":
+	case "bf16":
+		o.Weights.DType = arena.BF16
+	case "f32":
+		o.Weights.DType = arena.F32
+	case "fp8":
+		o.Weights.DType = arena.FP8
+	default:
+		return o, fmt.Errorf("--weight-dtype %q: want bf16, f32 or fp8", c.weightDType)
+	}
+	return o, nil
 }
 
 // run plans, fits and writes the report; it returns a negative answer
@@ -63,14 +100,18 @@ func (c *fitCmd) run(w io.Writer) error {
 	if c.used > c.memory {
 		return fmt.Errorf("--device-used %s is more than --device-memory %s", human(int64(c.used)), human(int64(c.memory)))
 	}
+	opts, err := c.options()
+	if err != nil {
+		return err
+	}
 	dev := arena.DeviceMemory{TotalBytes: int64(c.memory), FreeBytes: int64(c.memory - c.used)}
-	r, err := arena.Fit(plan, cfg, dev, c.utilization)
+	r, err := arena.Fit(plan, cfg, dev, opts)
 	if err != nil {
 		return withFlag(err)
 	}
 	c.app.logger.Info("fit", "model_type", plan.ModelType, "report", r)
 	if c.jsonOut {
-		err = writeJSON(w, fitToJSON(plan, r))
+		err = writeJSON(w, r)
 	} else {
 		writeFitText(w, c.plan.config, plan, r)
 	}
@@ -83,48 +124,6 @@ func (c *fitCmd) run(w io.Writer) error {
 	return nil
 }
 
-// fitJSON is the --json form of a fit. All sizes are in bytes.
-type fitJSON struct {
-	ModelType            string       `json:"model_type"`
-	Fits                 bool         `json:"fits"`
-	GPUMemoryUtilization float64      `json:"gpu_memory_utilization"`
-	DeviceTotalBytes     int64        `json:"device_total_bytes"`
-	DeviceFreeBytes      int64        `json:"device_free_bytes"`
-	BudgetBytes          int64        `json:"budget_bytes"`
-	UsedByOthersBytes    int64        `json:"used_by_others_bytes"`
-	ArenaBytes           int64        `json:"arena_bytes"`
-	SlabBytes            int64        `json:"slab_bytes"`
-	KVBlockSize          int64        `json:"kv_block_size"`
-	KVBytesPerBlock      int64        `json:"kv_bytes_per_block"`
-	MinKVBlocks          int64        `json:"min_kv_blocks"`
-	KVBlocks             int64        `json:"kv_blocks"`
-	KVCacheBytes         int64        `json:"kv_cache_bytes"`
-	KVTokens             int64        `json:"kv_tokens"`
-	RequiredBytes        int64        `json:"required_bytes"`
-	HeadroomBytes        int64        `json:"headroom_bytes"`
-	ShortfallBytes       int64        `json:"shortfall_bytes"`
-	Largest              []bufferJSON `json:"largest"`
-	Notes                []string     `json:"notes"`
-}
-
-// fitToJSON converts the report to its --json form.
-func fitToJSON(p *arena.Plan, r *arena.FitReport) fitJSON {
-	out := fitJSON{
-		ModelType: p.ModelType, Fits: r.Fits, GPUMemoryUtilization: r.GPUMemoryUtilization,
-		DeviceTotalBytes: r.Device.TotalBytes, DeviceFreeBytes: r.Device.FreeBytes,
-		BudgetBytes: r.BudgetBytes, UsedByOthersBytes: r.UsedByOthersBytes,
-		ArenaBytes: r.ArenaBytes, SlabBytes: r.SlabBytes,
-		KVBlockSize: p.Options.KVBlockSize, KVBytesPerBlock: r.KVBytesPerBlock,
-		MinKVBlocks: r.MinKVBlocks, KVBlocks: r.KVBlocks, KVCacheBytes: r.KVCacheBytes, KVTokens: r.KVTokens,
-		RequiredBytes: r.RequiredBytes, HeadroomBytes: r.HeadroomBytes, ShortfallBytes: r.ShortfallBytes,
-		Largest: []bufferJSON{}, Notes: nonNil(r.Notes),
-	}
-	for _, b := range r.Largest {
-		out.Largest = append(out.Largest, bufferJSON{Name: b.ID.String(), DType: b.DType.String(), Shape: b.Shape, Bytes: b.Bytes})
-	}
-	return out
-}
-
 // writeFitText writes the fit as a readable report.
 func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport) {
 	verdict := "FITS"
@@ -134,35 +133,65 @@ func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport)
 	fmt.Fprintf(w, "%s: %s (%s)\n\n", verdict, p.ModelType, config)
 	tw := newTable(w)
 	row(tw, "device memory", bytesAndHuman(r.Device.TotalBytes))
-	row(tw, "used by others", bytesAndHuman(r.UsedByOthersBytes))
 	row(tw, "budget", fmt.Sprintf("%s = %g × device memory", bytesAndHuman(r.BudgetBytes), r.GPUMemoryUtilization))
+	row(tw, "used by others", bytesAndHuman(r.UsedByOthersBytes))
+	weights := bytesAndHuman(r.WeightBytes)
+	if r.Weights != nil {
+		weights += fmt.Sprintf("  (%.2fB params, %.2fB active per token)", float64(r.Weights.TotalParams)/1e9, float64(r.Weights.ActiveParams)/1e9)
+	}
+	row(tw, "weights", weights)
 	row(tw, "arena", bytesAndHuman(r.ArenaBytes))
 	row(tw, "slabs", bytesAndHuman(r.SlabBytes))
+	row(tw, "reserve", bytesAndHuman(r.ReserveBytes))
+	row(tw, "kv budget", bytesAndHuman(r.KVBudgetBytes))
 	if r.KVBytesPerBlock > 0 {
-		row(tw, "kv block", fmt.Sprintf("%s per block of %d tokens", bytesAndHuman(r.KVBytesPerBlock), p.Options.KVBlockSize))
-		row(tw, "kv minimum", fmt.Sprintf("%d blocks (one sequence of max_seq_len %d) = %s",
-			r.MinKVBlocks, p.Options.MaxSeqLen, bytesAndHuman(r.MinKVBlocks*r.KVBytesPerBlock)))
+		row(tw, "kv cache", fmt.Sprintf("%d blocks of %d tokens (%s each) = %d tokens = %s",
+			r.KVBlocks, p.Options.KVBlockSize, human(r.KVBytesPerBlock), r.KVTokens, bytesAndHuman(r.KVCacheBytes)))
 	}
+	if r.FixedBytesPerSeq > 0 {
+		row(tw, "state per sequence", fmt.Sprintf("%s (sliding-window blocks, recurrent state), %d sequences set aside = %s",
+			human(r.FixedBytesPerSeq), r.StateSeqs, bytesAndHuman(r.StateCacheBytes)))
+	}
+	row(tw, "one sequence", fmt.Sprintf("%s at max_seq_len %d", bytesAndHuman(r.SeqBytes), r.MaxSeqLen))
+	row(tw, "max concurrent sequences", fmt.Sprintf("%d at max_seq_len %d", r.MaxConcurrentSeqs, r.MaxSeqLen))
 	row(tw, "required", bytesAndHuman(r.RequiredBytes))
 	if r.Fits {
 		row(tw, "headroom", bytesAndHuman(r.HeadroomBytes))
 	} else {
 		row(tw, "shortfall", bytesAndHuman(r.ShortfallBytes))
 	}
-	if r.KVBytesPerBlock > 0 {
-		row(tw, "kv cache", fmt.Sprintf("%d blocks = %d tokens = %s", r.KVBlocks, r.KVTokens, bytesAndHuman(r.KVCacheBytes)))
-	}
 	tw.Flush()
-	if !r.Fits && len(r.Largest) > 0 {
-		fmt.Fprintln(w, "\nlargest buffers:")
-		tw = newTable(w)
-		for _, b := range r.Largest {
-			row(tw, " ", b.ID, b.DType, shapeString(b.Shape), human(b.Bytes))
+	if !r.Fits {
+		if len(r.Largest) > 0 {
+			fmt.Fprintln(w, "\nlargest items:")
+			tw = newTable(w)
+			for _, it := range r.Largest {
+				row(tw, " ", it.Name, it.Kind, bytesAndHuman(it.Bytes))
+			}
+			tw.Flush()
 		}
-		tw.Flush()
+		writeSuggestions(w, r.Suggestions)
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w)
 		writeNotes(w, r.Notes)
+	}
+}
+
+// writeSuggestions lists the smallest single changes that make it fit.
+func writeSuggestions(w io.Writer, s *arena.FitSuggestions) {
+	if s == nil || *s == (arena.FitSuggestions{}) {
+		fmt.Fprintln(w, "\nno single change of max_batch_tokens, max_seq_len or gpu_memory_utilization makes it fit")
+		return
+	}
+	fmt.Fprintln(w, "\nany one of these makes it fit:")
+	if s.MaxBatchTokens > 0 {
+		fmt.Fprintf(w, "  --max-batch-tokens %d\n", s.MaxBatchTokens)
+	}
+	if s.MaxSeqLen > 0 {
+		fmt.Fprintf(w, "  --max-seq-len %d\n", s.MaxSeqLen)
+	}
+	if s.GPUMemoryUtilization > 0 {
+		fmt.Fprintf(w, "  --gpu-memory-utilization %g\n", s.GPUMemoryUtilization)
 	}
 }

@@ -147,7 +147,9 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 		return err
 	}
 	rep.DeviceFreeBefore = free
-	if r, err := arena.Fit(plan, cfg, arena.DeviceMemory{TotalBytes: total, FreeBytes: free}, c.utilization); err != nil {
+	if r, err := arena.Fit(plan, cfg, arena.DeviceMemory{TotalBytes: total, FreeBytes: free},
+		// run builds only the arena, in a process whose context already exists.
+		arena.FitOptions{GPUMemoryUtilization: c.utilization, ExcludeWeights: true, ReserveBytes: arena.NoReserve}); err != nil {
 		log.Warn("run: preflight fit failed", "err", err)
 	} else {
 		rep.Fits, rep.KVBlocks = r.Fits, r.KVBlocks

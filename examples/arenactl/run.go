@@ -52,6 +52,7 @@ type runCmd struct {
 	clients     int
 	utilization float64
 	layout      string
+	ledgerOut   string
 	jsonOut     bool
 }
 
@@ -73,6 +74,7 @@ func newRunCmd(a *app) *cobra.Command {
 	fs.StringVar(&c.layout, "layout", string(gpuarena.LayoutPooled),
 		"arena layout: pooled (one allocation, buffers at 256-byte-aligned offsets) or discrete (one allocation per buffer)")
 	fs.IntVar(&c.clients, "clients", 8, "goroutines submitting the steps (the steps are divided among them)")
+	fs.StringVar(&c.ledgerOut, "ledger-out", "", "write the ledger snapshot taken after the build (every allocation: label, owner, bytes, pointer, age; and the counters) to this file as JSON")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the report as JSON")
 	return cmd
 }
@@ -173,6 +175,11 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 		return err
 	}
 	rep.ArenaBytes = led.Counters.CurrentBytes
+	if c.ledgerOut != "" {
+		if err := writeJSONFile(c.ledgerOut, led); err != nil {
+			return fmt.Errorf("--ledger-out: %w", err)
+		}
+	}
 	if rep.DeviceFreeBuilt, _, err = m.MemInfo(ctx); err != nil {
 		return err
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
 )
 
@@ -130,5 +133,37 @@ func TestRunCancelled(t *testing.T) {
 	code := execute(ctx, []string{"run", "--config", configPath("llama-3.1-8b"), "--steps", "3"}, &stdout, &stderr)
 	if code != exitFailure || !strings.Contains(stderr.String(), "context canceled") {
 		t.Errorf("exit %d, stderr %q: want exit %d and the context's error", code, stderr.String(), exitFailure)
+	}
+}
+
+// --ledger-out writes the ledger after the build: the pool and a view per
+// buffer, with the counters.
+func TestRunLedgerOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.json")
+	cli(t, "run", "--config", configPath("llama-3.1-8b"), "--max-batch-tokens", "512", "--steps", "2", "--ledger-out", path).mustSucceed(t)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l gpuarena.Ledger
+	if err := json.Unmarshal(data, &l); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := arena.LoadConfig(configPath("llama-3.1-8b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := arena.PlanFor(cfg, arena.Options{MaxBatchTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := 0
+	for _, b := range plan.Buffers {
+		if b.Present() {
+			views++
+		}
+	}
+	if len(l.Entries) != 1+views || l.Entries[0].Label != "arena_pool" || l.Counters.Allocations != 1 || l.Counters.CurrentBytes < plan.BufferBytes {
+		t.Fatalf("ledger: %d entries (first %+v), counters %+v; want the pool and %d views", len(l.Entries), l.Entries[0], l.Counters, views)
 	}
 }

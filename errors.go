@@ -23,4 +23,22 @@ var (
 	ErrReleased   = actors.ErrReleased
 	// ErrSlabAbsent: a carve of a slab the arena does not have.
 	ErrSlabAbsent = arena.ErrSlabAbsent
+	// ErrSlabExhausted: a carve past what is left of the slab.
+	ErrSlabExhausted = arena.ErrSlabExhausted
+	// ErrInvalidValue: a bad argument (a nil plan or step, a size ≤ 0, a
+	// pointer or range the ledger does not hold); the error names it.
+	ErrInvalidValue = gpuworker.ErrInvalidValue
+	// ErrBackendPanic: the backend panicked; the manager serves no more
+	// requests (Manager.Err) and Close frees what it can.
+	ErrBackendPanic = gpuworker.ErrBackendPanic
+	// ErrActorPanic: a panic escaped the GPU actor, which stopped (it is
+	// never restarted); see Manager.Err.
+	ErrActorPanic = gpuworker.ErrActorPanic
+	// ErrStepPanic: a forward step panicked (recovered; the manager keeps serving).
+	ErrStepPanic = gpuworker.ErrStepPanic
+	// ErrSupervisorPanic: a supervisor panicked handling the request and was
+	// restarted with its state rebuilt from the ledger.
+	ErrSupervisorPanic = actors.ErrSupervisorPanic
+	// ErrSupervisorStopped: a supervisor failed too often and was stopped.
+	ErrSupervisorStopped = actors.ErrSupervisorStopped
 )

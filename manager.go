@@ -63,7 +63,10 @@ type Manager struct {
 // when it cannot be opened; nothing is left running on error.
 func New(opts ...Option) (*Manager, error) {
 	cfg := defaultConfig()
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, &arena.OptionError{Option: "options", Value: i + 1, Reason: "option is nil"}
+		}
 		o(&cfg)
 	}
 	if err := cfg.validate(); err != nil {
@@ -85,7 +88,8 @@ func New(opts ...Option) (*Manager, error) {
 		system.Shutdown()
 		return nil, err
 	}
-	m := &Manager{system: system, worker: worker, sup: actors.Spawn(system, worker), logger: cfg.logger, layout: cfg.layout, forwardHist: newForwardHistogram()}
+	sup := actors.Spawn(system, worker, actors.WithLogger(cfg.logger))
+	m := &Manager{system: system, worker: worker, sup: sup, logger: cfg.logger, layout: cfg.layout, forwardHist: newForwardHistogram()}
 	info := worker.Info()
 	cfg.logger.Info("gpuarena: device opened", "backend", info.Backend, "device", info.Name,
 		"total_bytes", info.TotalBytes, "budget_bytes", worker.Budget())
@@ -161,20 +165,37 @@ func (m *Manager) Release(ctx context.Context) (ReleaseReport, error) {
 	return r, err
 }
 
+// Err is nil while the manager serves requests. After the backend panicked
+// (errors.Is ErrBackendPanic), or a panic escaped the GPU actor, which then
+// stopped (ErrActorPanic), it is that fatal error: every later request fails
+// with it (or with ErrClosed joined with it), and Close still frees
+// everything the ledger holds.
+func (m *Manager) Err() error { return m.worker.Err() }
+
 // Close releases everything, stops the supervisors, the GPU actor (which
 // frees whatever its ledger still holds, on its own thread) and its thread,
-// and shuts the actor system down. It is idempotent, returns when every
-// goroutine it started has exited, and returns the first error.
+// and shuts the actor system down. It is idempotent (a second call returns
+// the first call's result), safe to call concurrently, returns when every
+// goroutine it started has exited, and returns the first error. It logs how
+// long it took at info level.
+//
+// Requests in flight when Close is called each complete, or fail with:
+// ErrReleased (a forward step, carve or build that reaches the arena
+// supervisor after the release Close does first), or ErrClosed (any request
+// that reaches a supervisor or the GPU actor after it stopped). Nothing they
+// allocated outlives Close.
 func (m *Manager) Close() error {
 	m.closeOnce.Do(func() {
+		start := time.Now()
 		_, err := m.sup.Release(context.Background())
 		m.sup.Stop()
 		m.worker.Stop()
 		m.system.Shutdown()
-		if errors.Is(err, ErrClosed) {
+		if errors.Is(err, ErrClosed) && m.worker.Err() == nil {
 			err = nil
 		}
 		m.closeErr = err
+		m.logger.Info("gpuarena: closed", "duration", time.Since(start), "err", err)
 	})
 	return m.closeErr
 }

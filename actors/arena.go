@@ -15,8 +15,14 @@ import (
 
 // arenaSupervisor builds the arena and runs forward steps on it. Its mailbox
 // takes one message at a time, so forward steps queue behind each other.
+//
+// Its state (the arena, whether it was released) is also in the ledger: a
+// built arena's allocations are tagged with it, and a release retires the
+// arena owner. On *actor.Started — the first start and every restart — it
+// reads that state back (rebuild).
 type arenaSupervisor struct {
 	worker  *gpuworker.Worker
+	cfg     config
 	release *actor.PID
 	slab    *actor.PID
 
@@ -24,9 +30,14 @@ type arenaSupervisor struct {
 	retired bool
 }
 
-// Receive handles BuildArena, RunForward and RetireArena.
+// Receive handles Started, BuildArena, RunForward and RetireArena.
 func (s *arenaSupervisor) Receive(c actor.Context) {
+	defer answerPanic("arena", s.cfg.logger, c.Message())
+	s.cfg.received("arena", c.Message())
 	switch m := c.Message().(type) {
+	case *actor.Started:
+		s.rebuild(c)
+		s.cfg.hook("arena", PointStarted)
 	case *messages.BuildArena:
 		a, err := s.build(c, m)
 		m.Reply <- messages.BuildArenaReply{Arena: a, Err: err}
@@ -34,7 +45,39 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 		m.Reply <- s.forward(m)
 	case *messages.RetireArena:
 		s.retired = true
-		m.Reply <- nil
+		m.Reply <- s.worker.RetireOwners(nil, []string{messages.ArenaOwner})
+	}
+}
+
+// rebuild reads the supervisor's state from the ledger: the built arena and
+// whether it was released. A build that never finished (the supervisor
+// failed between its allocations and tagging them) is rolled back here: its
+// caller was answered with an error. The built arena is handed to the slab
+// and release supervisors again, which ignore what they already have.
+func (s *arenaSupervisor) rebuild(c actor.Context) {
+	st, err := readLedger(s.worker)
+	if err != nil {
+		s.cfg.logger.Warn("arena supervisor: cannot read the ledger", "err", err)
+		return
+	}
+	s.arena, s.retired = st.arena, st.retired
+	for _, e := range st.orphans {
+		if err := s.worker.Free(nil, e.Owner, e.Ptr); err != nil {
+			s.cfg.logger.Error("arena supervisor: free an unfinished build's allocation", "label", e.Label, "owner", e.Owner, "bytes", e.Bytes, "err", err)
+		}
+	}
+	if s.arena != nil {
+		s.register(c, s.arena)
+	}
+}
+
+// register hands a built arena's slabs to the slab supervisor and the arena
+// and its slabs to the release supervisor.
+func (s *arenaSupervisor) register(c actor.Context, a *messages.Arena) {
+	c.Send(s.release, &messages.RegisterArena{Arena: a})
+	for _, sl := range a.Slabs {
+		c.Send(s.slab, &messages.AdoptSlab{Slab: sl})
+		c.Send(s.release, &messages.RegisterSlab{Slab: sl})
 	}
 }
 
@@ -51,10 +94,19 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 	case m.Ctx != nil && m.Ctx.Err() != nil:
 		return nil, fmt.Errorf("build arena: %w", m.Ctx.Err())
 	}
+	if err := checkSlabs(m.Plan); err != nil {
+		return nil, fmt.Errorf("build arena: %w", err)
+	}
 	// From here on the build runs to its end whatever the caller's context
 	// says: a half-built arena the caller gave up on would leak. A built arena
 	// is registered for release even when nobody waits for it any more.
 	a, err := s.allocate(m.Plan, m.Layout)
+	if err == nil {
+		s.cfg.hook("arena", PointBuildAllocated)
+		// Tagging makes the build a built arena in the ledger, at once for
+		// every allocation: a restarted supervisor finds it there.
+		_, err = s.worker.TagOwners(nil, planOwners(m.Plan), a)
+	}
 	if err != nil {
 		if ferr := s.freeAll(m.Plan); ferr != nil {
 			err = fmt.Errorf("%w (and the rollback failed: %v)", err, ferr)
@@ -62,13 +114,37 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 		return nil, fmt.Errorf("build arena (%s, %s; largest buffers: %s): %w",
 			m.Plan.ModelType, arena.HumanBytes(m.Plan.TotalBytes), largest(m.Plan, 3), err)
 	}
+	s.cfg.hook("arena", PointBuilt)
 	s.arena = a
-	c.Send(s.release, &messages.RegisterArena{Arena: a})
-	for _, sl := range a.Slabs {
-		c.Send(s.slab, &messages.AdoptSlab{Slab: sl})
-		c.Send(s.release, &messages.RegisterSlab{Slab: sl})
-	}
+	s.register(c, a)
 	return a, nil
+}
+
+// checkSlabs refuses a plan whose slabs the slab supervisor could not tell
+// apart or allocate: an empty or repeated name, a size ≤ 0.
+func checkSlabs(plan *arena.Plan) error {
+	seen := make(map[string]bool, len(plan.Slabs))
+	for i, sl := range plan.Slabs {
+		switch {
+		case sl.Name == "":
+			return fmt.Errorf("slab %d of %d: %w: empty name", i+1, len(plan.Slabs), gpuworker.ErrInvalidValue)
+		case seen[sl.Name]:
+			return fmt.Errorf("slab %q: %w: the plan names it twice", sl.Name, gpuworker.ErrInvalidValue)
+		case sl.Bytes <= 0:
+			return fmt.Errorf("slab %q (%d B): %w: size must be > 0", sl.Name, sl.Bytes, gpuworker.ErrInvalidValue)
+		}
+		seen[sl.Name] = true
+	}
+	return nil
+}
+
+// planOwners are the ledger owners of a plan's arena and slabs.
+func planOwners(plan *arena.Plan) []string {
+	owners := []string{messages.ArenaOwner}
+	for _, spec := range plan.Slabs {
+		owners = append(owners, messages.SlabOwner(spec.Name))
+	}
+	return owners
 }
 
 // allocate allocates the arena, its slabs, and zero-fills norm_unit_w
@@ -102,12 +178,8 @@ func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*m
 // freeAll frees whatever a failed build allocated: everything the arena's
 // and the plan's slabs' owners hold.
 func (s *arenaSupervisor) freeAll(plan *arena.Plan) error {
-	owners := []string{messages.ArenaOwner}
-	for _, spec := range plan.Slabs {
-		owners = append(owners, messages.SlabOwner(spec.Name))
-	}
 	var first error
-	for _, o := range owners {
+	for _, o := range planOwners(plan) {
 		if _, err := s.worker.FreeOwner(nil, o); err != nil && first == nil {
 			first = err
 		}
@@ -130,11 +202,14 @@ func largest(plan *arena.Plan, n int) string {
 
 func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply {
 	switch {
+	case m.Step == nil:
+		return messages.ForwardReply{Err: fmt.Errorf("forward: %w: nil step", gpuworker.ErrInvalidValue)}
 	case s.retired:
 		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrReleased)}
 	case s.arena == nil:
 		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrNoArena)}
 	}
+	s.cfg.hook("arena", PointForward)
 	a := s.arena
 	d, err := s.worker.Forward(m.Ctx, func(dev messages.Device) error { return m.Step(a, dev) })
 	return messages.ForwardReply{Duration: d, Err: err}

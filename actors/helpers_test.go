@@ -34,7 +34,7 @@ type rig struct {
 	s   *actors.Supervisors
 }
 
-func newRig(t *testing.T, cfg gpuworker.HostSimConfig, wrap func(*gpuworker.HostSim) gpuworker.Backend) *rig {
+func newRig(t *testing.T, cfg gpuworker.HostSimConfig, wrap func(*gpuworker.HostSim) gpuworker.Backend, opts ...actors.Option) *rig {
 	t.Helper()
 	system := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
@@ -52,7 +52,7 @@ func newRig(t *testing.T, cfg gpuworker.HostSimConfig, wrap func(*gpuworker.Host
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{sim: sim, w: w, s: actors.Spawn(system, w)}
+	r := &rig{sim: sim, w: w, s: actors.Spawn(system, w, opts...)}
 	t.Cleanup(func() {
 		r.s.Stop()
 		w.Stop()

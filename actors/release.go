@@ -13,31 +13,91 @@ import (
 // releaseSupervisor frees every registered resource. Release walks the
 // resources in reverse order of registration and each discrete arena's buffer
 // table backwards (by BufferID, so a new buffer cannot be forgotten; a pooled
-// arena is one allocation), keeps going after an error and returns the first. What it freed it forgets, so a second
-// Release never frees twice; what failed it keeps, so a second Release retries
-// exactly that.
+// arena is one allocation), keeps going after an error and returns the first.
+// What it freed it forgets, so a second Release never frees twice; what failed
+// it keeps, so a second Release retries exactly that.
+//
+// On *actor.Started (the first start and every restart) it rebuilds its
+// resource list from the ledger: what is still live of the built arena (the
+// allocations tagged with it) and of its slabs. A registration of a resource
+// it already has is ignored.
 type releaseSupervisor struct {
 	worker    *gpuworker.Worker
+	cfg       config
 	resources []resource
 }
 
 // resource is one registered arena or slab.
 type resource struct {
 	owner string
-	arena *messages.Arena // set for an arena
-	slab  messages.Slab   // set for a slab
+	// origin is the built arena the resource belongs to: the registration's
+	// identity, so one sent again is recognised.
+	origin *messages.Arena
+	arena  *messages.Arena // set for an arena: what of it is left to free
+	slab   messages.Slab   // set for a slab
 }
 
-// Receive handles RegisterArena, RegisterSlab and Release.
+// Receive handles Started, RegisterArena, RegisterSlab and Release.
 func (s *releaseSupervisor) Receive(c actor.Context) {
+	defer answerPanic("release", s.cfg.logger, c.Message())
+	s.cfg.received("release", c.Message())
 	switch m := c.Message().(type) {
+	case *actor.Started:
+		s.rebuild()
+		s.cfg.hook("release", PointStarted)
 	case *messages.RegisterArena:
-		s.resources = append(s.resources, resource{owner: messages.ArenaOwner, arena: m.Arena})
+		s.add(resource{owner: messages.ArenaOwner, origin: m.Arena, arena: m.Arena})
 	case *messages.RegisterSlab:
-		s.resources = append(s.resources, resource{owner: messages.SlabOwner(m.Slab.Name), slab: m.Slab})
+		s.add(resource{owner: messages.SlabOwner(m.Slab.Name), slab: m.Slab})
 	case *messages.Release:
 		m.Reply <- s.releaseAll()
 	}
+}
+
+// rebuild reads what is still live of the built arena and its slabs from
+// the ledger, in registration order: the arena, then its slabs.
+func (s *releaseSupervisor) rebuild() {
+	st, err := readLedger(s.worker)
+	if err != nil {
+		s.cfg.logger.Warn("release supervisor: cannot read the ledger", "err", err)
+		return
+	}
+	a := st.arena
+	if a == nil {
+		return
+	}
+	if a.Pool != 0 {
+		if _, live := st.live[a.Pool]; live {
+			s.add(resource{owner: messages.ArenaOwner, origin: a, arena: a})
+		}
+	} else {
+		left := &messages.Arena{Plan: a.Plan, Layout: a.Layout}
+		held := false
+		for id, ptr := range a.Ptrs {
+			if _, live := st.live[ptr]; ptr != 0 && live {
+				left.Ptrs[id], held = ptr, true
+			}
+		}
+		if held {
+			s.add(resource{owner: messages.ArenaOwner, origin: a, arena: left})
+		}
+	}
+	for _, sl := range a.Slabs {
+		if _, live := st.live[sl.Ptr]; live {
+			s.add(resource{owner: messages.SlabOwner(sl.Name), slab: sl})
+		}
+	}
+}
+
+// add registers res unless it is registered already.
+func (s *releaseSupervisor) add(res resource) {
+	for _, r := range s.resources {
+		if r.owner == res.owner && ((res.arena != nil && r.arena != nil && r.origin == res.origin) ||
+			(res.arena == nil && r.arena == nil && r.slab.Ptr == res.slab.Ptr)) {
+			return
+		}
+	}
+	s.resources = append(s.resources, res)
 }
 
 func (s *releaseSupervisor) releaseAll() messages.ReleaseReply {
@@ -48,6 +108,9 @@ func (s *releaseSupervisor) releaseAll() messages.ReleaseReply {
 		res := s.resources[i]
 		if left := s.releaseOne(&r, res); left != nil {
 			kept = append([]resource{*left}, kept...)
+		}
+		if i > 0 {
+			s.cfg.hook("release", PointReleased)
 		}
 	}
 	s.resources = kept
@@ -91,7 +154,7 @@ func (s *releaseSupervisor) releaseOne(r *messages.ReleaseReply, res resource) *
 		}
 		if !note(res.arena.Bytes(id), s.free(res.owner, ptr)) {
 			if left == nil {
-				left = &messages.Arena{Plan: res.arena.Plan}
+				left = &messages.Arena{Plan: res.arena.Plan, Layout: res.arena.Layout}
 			}
 			left.Ptrs[id] = ptr
 		}
@@ -99,7 +162,7 @@ func (s *releaseSupervisor) releaseOne(r *messages.ReleaseReply, res resource) *
 	if left == nil {
 		return nil
 	}
-	return &resource{owner: res.owner, arena: left}
+	return &resource{owner: res.owner, origin: res.origin, arena: left}
 }
 
 // free frees ptr with no context: once started, a release is never cut short.

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/messages"
 )
 
@@ -15,9 +16,15 @@ import (
 // bytes (cudaMalloc's own alignment).
 const DefaultSlabAlign = 256
 
-// slabSupervisor carves the slabs the arena supervisor allocated. Its mailbox takes one message
-// at a time, so two carves never race for the same bytes.
+// slabSupervisor carves the slabs the arena supervisor allocated. Its mailbox
+// takes one message at a time, so two carves never race for the same bytes.
+//
+// Every carve is recorded in the ledger as a view of its slab before it is
+// handed out, so a restarted slab supervisor reads each slab's carved bytes
+// back from the ledger (rebuild) and never hands out bytes twice.
 type slabSupervisor struct {
+	worker  *gpuworker.Worker
+	cfg     config
 	slabs   map[string]*slabState
 	retired bool
 }
@@ -27,14 +34,16 @@ type slabState struct {
 	used int64
 }
 
-// Receive handles AdoptSlab, CarveSlab and RetireSlabs.
+// Receive handles Started, AdoptSlab, CarveSlab and RetireSlabs.
 func (s *slabSupervisor) Receive(c actor.Context) {
+	defer answerPanic("slab", s.cfg.logger, c.Message())
+	s.cfg.received("slab", c.Message())
 	switch m := c.Message().(type) {
+	case *actor.Started:
+		s.rebuild()
+		s.cfg.hook("slab", PointStarted)
 	case *messages.AdoptSlab:
-		if s.slabs == nil {
-			s.slabs = make(map[string]*slabState)
-		}
-		s.slabs[m.Slab.Name] = &slabState{Slab: m.Slab}
+		s.adopt(m.Slab, 0)
 	case *messages.CarveSlab:
 		m.Reply <- s.carve(m)
 	case *messages.RetireSlabs:
@@ -43,7 +52,41 @@ func (s *slabSupervisor) Receive(c actor.Context) {
 	}
 }
 
+// rebuild reads the built arena's slabs, and how far each is carved, from
+// the ledger.
+func (s *slabSupervisor) rebuild() {
+	st, err := readLedger(s.worker)
+	if err != nil {
+		s.cfg.logger.Warn("slab supervisor: cannot read the ledger", "err", err)
+		return
+	}
+	s.retired = st.retired
+	if st.arena == nil {
+		return
+	}
+	for _, sl := range st.arena.Slabs {
+		if _, live := st.live[sl.Ptr]; live {
+			s.adopt(sl, st.carved(sl))
+		}
+	}
+}
+
+// adopt starts carving sl at used bytes, unless the supervisor carves it
+// already (an AdoptSlab sent again after the arena supervisor restarted).
+func (s *slabSupervisor) adopt(sl messages.Slab, used int64) {
+	if s.slabs == nil {
+		s.slabs = make(map[string]*slabState)
+	}
+	if st, ok := s.slabs[sl.Name]; ok && st.Ptr == sl.Ptr {
+		return
+	}
+	s.slabs[sl.Name] = &slabState{Slab: sl, used: used}
+}
+
 func (s *slabSupervisor) carve(m *messages.CarveSlab) messages.CarveSlabReply {
+	if m.Ctx != nil && m.Ctx.Err() != nil {
+		return messages.CarveSlabReply{Err: fmt.Errorf("carve %d B from slab %s: %w", m.Bytes, m.Name, m.Ctx.Err())}
+	}
 	if s.retired {
 		return messages.CarveSlabReply{Err: fmt.Errorf("carve %d B from slab %s: %w", m.Bytes, m.Name, ErrReleased)}
 	}
@@ -59,7 +102,14 @@ func (s *slabSupervisor) carve(m *messages.CarveSlab) messages.CarveSlabReply {
 	if err != nil {
 		return messages.CarveSlabReply{Err: fmt.Errorf("carve from slab %s: %w", m.Name, err)}
 	}
+	// Record the carve before handing it out, with no context: once started,
+	// a carve is either recorded and answered, or neither.
+	view := messages.PoolView{Label: fmt.Sprintf("%s carve@%d", m.Name, off), Offset: off, Bytes: m.Bytes}
+	if err := s.worker.AddView(nil, messages.SlabOwner(m.Name), st.Ptr, view); err != nil {
+		return messages.CarveSlabReply{Err: fmt.Errorf("carve %d B from slab %s: %w", m.Bytes, m.Name, err)}
+	}
 	st.used = used
+	s.cfg.hook("slab", PointCarved)
 	return messages.CarveSlabReply{Ptr: st.Ptr + messages.DevicePtr(off), Offset: off}
 }
 

@@ -2,7 +2,9 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -13,52 +15,86 @@ import (
 
 // Supervisors are the three supervisors of one GPU worker and typed calls to
 // them. Make them with Spawn; stop them with Stop before stopping the worker.
+//
+// The supervisors are the children of one parent actor, which supervises
+// them with RestartStrategy: a supervisor that panics answers the request it
+// was handling with ErrSupervisorPanic and is restarted, rebuilding its state
+// from the GPU actor's ledger.
 type Supervisors struct {
 	system  *actor.ActorSystem
 	worker  *gpuworker.Worker
-	arena   *actor.PID
-	slab    *actor.PID
-	release *actor.PID
-	done    chan struct{}
+	parent  *actor.PID
+	arena   *child
+	slab    *child
+	release *child
+
+	closing  chan struct{} // closed when Stop starts
+	done     chan struct{} // closed when Stop has returned
+	stopOnce sync.Once
 }
 
-// Spawn starts the release, arena and slab supervisors for worker.
-func Spawn(system *actor.ActorSystem, worker *gpuworker.Worker) *Supervisors {
-	s := &Supervisors{system: system, worker: worker, done: make(chan struct{})}
-	s.release = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &releaseSupervisor{worker: worker}
-	}))
-	s.slab = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &slabSupervisor{}
-	}))
-	s.arena = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &arenaSupervisor{worker: worker, release: s.release, slab: s.slab}
-	}))
+// Spawn starts the release, arena and slab supervisors for worker, under a
+// parent supervising them with RestartStrategy. Each supervisor reads its
+// state from the worker's ledger when it starts (the ledger owners "arena"
+// and "slab/<name>" are theirs). Nil options are skipped.
+func Spawn(system *actor.ActorSystem, worker *gpuworker.Worker, opts ...Option) *Supervisors {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	s := &Supervisors{system: system, worker: worker,
+		arena: newChild("arena"), slab: newChild("slab"), release: newChild("release"),
+		closing: make(chan struct{}), done: make(chan struct{})}
+	spawned := make(chan struct{})
+	p := &parent{worker: worker, cfg: cfg, release: s.release, slab: s.slab, arena: s.arena, spawned: spawned}
+	s.parent = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }, actor.WithSupervisor(RestartStrategy())))
+	<-spawned
 	return s
 }
 
 // Stop stops the supervisors after the messages already in their mailboxes,
 // and waits for them. It does not release anything: call Release first.
+// It is idempotent; requests sent from now on get ErrClosed.
 func (s *Supervisors) Stop() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	for _, pid := range []*actor.PID{s.arena, s.slab, s.release} {
-		_ = s.system.Root.PoisonFuture(pid).Wait()
-	}
-	close(s.done)
+	s.stopOnce.Do(func() {
+		close(s.closing)
+		for _, ch := range []*child{s.arena, s.slab, s.release} {
+			_ = s.system.Root.PoisonFuture(ch.pid).Wait()
+		}
+		_ = s.system.Root.PoisonFuture(s.parent).Wait()
+		close(s.done)
+	})
+	<-s.done
 }
 
-func ask[R any](ctx context.Context, s *Supervisors, pid *actor.PID, msg any, reply <-chan R) (R, error) {
-	return gpuworker.Ask(ctx, s.system.Root, pid, msg, reply, s.done)
+// ask sends msg to the supervisor ch and waits for its reply, for ctx, or for
+// the supervisor to stop for good: ErrClosed after Stop, ErrSupervisorStopped
+// when it stopped after repeated failures.
+func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <-chan R) (R, error) {
+	select {
+	case <-s.closing:
+		var zero R
+		return zero, gpuworker.ErrClosed
+	default:
+	}
+	r, err := gpuworker.Ask(ctx, s.system.Root, ch.pid, msg, reply, ch.gone)
+	if errors.Is(err, gpuworker.ErrClosed) {
+		select {
+		case <-s.closing:
+		default:
+			err = fmt.Errorf("%s supervisor: %w", ch.name, ErrSupervisorStopped)
+		}
+	}
+	return r, err
 }
 
 // BuildArena builds the arena of plan with layout ("" is pooled); see
 // messages.BuildArena. Errors:
-// ErrArenaBuilt, ErrReleased, the context's error, and the GPU worker's
-// (an *gpuworker.OutOfMemoryError when a buffer does not fit).
+// ErrArenaBuilt, ErrReleased, the context's error, gpuworker.ErrInvalidValue
+// for a bad plan or layout, ErrSupervisorPanic, ErrClosed, and the GPU
+// worker's (an *gpuworker.OutOfMemoryError when a buffer does not fit).
 func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
 	reply := make(chan messages.BuildArenaReply, 1)
 	r, err := ask(ctx, s, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply)
@@ -69,7 +105,8 @@ func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout m
 }
 
 // Forward runs one forward step on the arena. Errors: ErrNoArena,
-// ErrReleased, the context's error, and the step's.
+// ErrReleased, gpuworker.ErrInvalidValue for a nil step, the context's
+// error, ErrSupervisorPanic, ErrClosed, and the step's.
 func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (messages.ForwardReply, error) {
 	reply := make(chan messages.ForwardReply, 1)
 	r, err := ask(ctx, s, s.arena, &messages.RunForward{Ctx: ctx, Step: step, Reply: reply}, reply)
@@ -80,7 +117,9 @@ func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (mes
 }
 
 // CarveSlab carves bytes bytes (aligned to align, 0: DefaultSlabAlign) from
-// slab name. Errors: arena.ErrSlabAbsent, arena.ErrSlabExhausted, ErrReleased.
+// slab name, and records the carve in the ledger as a view of the slab.
+// Errors: arena.ErrSlabAbsent, arena.ErrSlabExhausted, arena.ErrInvalidCarve,
+// ErrReleased, the context's error, ErrSupervisorPanic, ErrClosed.
 func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align int64) (messages.CarveSlabReply, error) {
 	reply := make(chan messages.CarveSlabReply, 1)
 	r, err := ask(ctx, s, s.slab, &messages.CarveSlab{Ctx: ctx, Name: name, Bytes: bytes, Align: align, Reply: reply}, reply)
@@ -90,21 +129,27 @@ func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align i
 	return r, r.Err
 }
 
-// Release retires the arena and the slabs (later forward steps and carves get
-// ErrReleased), then frees every registered resource. It runs to the end
-// whatever ctx says once started; ctx bounds only the wait.
+// Release retires the arena and the slabs (later forward steps, carves and
+// builds get ErrReleased; the retirement is recorded in the ledger), then
+// frees every registered resource. It runs to the end whatever ctx says once
+// started; ctx bounds only the wait. It returns the first error.
 func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error) {
 	retired := make(chan error, 1)
-	if _, err := ask(ctx, s, s.arena, &messages.RetireArena{Reply: retired}, retired); err != nil {
+	rerr, err := ask(ctx, s, s.arena, &messages.RetireArena{Reply: retired}, retired)
+	if err != nil {
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
 	}
-	if _, err := ask(ctx, s, s.slab, &messages.RetireSlabs{Reply: retired}, retired); err != nil {
+	slabsRetired := make(chan error, 1)
+	if _, err := ask(ctx, s, s.slab, &messages.RetireSlabs{Reply: slabsRetired}, slabsRetired); err != nil {
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
 	}
 	reply := make(chan messages.ReleaseReply, 1)
 	r, err := ask(ctx, s, s.release, &messages.Release{Ctx: ctx, Reply: reply}, reply)
 	if err != nil {
 		return r, err
+	}
+	if r.Err == nil && rerr != nil {
+		r.Err = fmt.Errorf("release: record the retirement in the ledger: %w", rerr)
 	}
 	return r, r.Err
 }

@@ -20,6 +20,7 @@ type gpuActor struct {
 	utilization float64
 	logger      *slog.Logger
 	ready       chan<- startResult
+	status      *workerStatus
 
 	backend  Backend
 	budget   int64
@@ -37,6 +38,7 @@ type startResult struct {
 
 // Receive dispatches one message.
 func (a *gpuActor) Receive(c actor.Context) {
+	defer a.escaped()
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		a.start()
@@ -44,10 +46,31 @@ func (a *gpuActor) Receive(c actor.Context) {
 		a.freeAll()
 	case *actor.Stopped:
 		a.close()
+		a.status.exit()
 	default:
 		a.messages++
 		a.handle(m)
 	}
+}
+
+// escaped records a panic that escapes Receive (a bug in the actor's own
+// code: the backend's panics are recovered by guard) as the worker's fatal
+// error, then panics again so that protoactor-go's supervision handles it.
+// The actor's guardian has the stop directive (Start), so the actor is
+// stopped, never restarted: its Stopping and Stopped handlers free what the
+// ledger holds and close the backend, on this thread.
+func (a *gpuActor) escaped() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	err := fmt.Errorf("%w: %v", ErrActorPanic, r)
+	if a.fatal == nil {
+		a.fatal = err
+	}
+	a.status.setFatal(err)
+	a.logger.Error("gpu actor panicked; it is stopped, never restarted", "panic", fmt.Sprint(r))
+	panic(r)
 }
 
 func (a *gpuActor) start() {
@@ -58,6 +81,9 @@ func (a *gpuActor) start() {
 		b, err = a.factory()
 		return err
 	})
+	if err == nil && b == nil {
+		err = fmt.Errorf("open backend: %w: the backend factory returned a nil Backend and no error", ErrInvalidValue)
+	}
 	if err != nil {
 		a.fatal = err
 		a.ready <- startResult{err: err}
@@ -71,7 +97,12 @@ func (a *gpuActor) start() {
 			return
 		}
 	}
-	a.ready <- startResult{info: b.Info(), budget: a.budget}
+	var info DeviceInfo
+	if err := a.guard("device info", func() error { info = b.Info(); return nil }); err != nil {
+		a.ready <- startResult{err: err}
+		return
+	}
+	a.ready <- startResult{info: info, budget: a.budget}
 }
 
 // guard runs a backend call, turning a panic into ErrBackendPanic and marking
@@ -82,6 +113,7 @@ func (a *gpuActor) guard(op string, call func() error) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: %w: %v", op, ErrBackendPanic, r)
 			a.fatal = err
+			a.status.setFatal(err)
 			a.logger.Error("backend panicked; the GPU worker serves no more requests", "op", op, "panic", fmt.Sprint(r))
 		}
 	}()

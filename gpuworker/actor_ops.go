@@ -12,6 +12,8 @@ import (
 // sending never blocks.
 func (a *gpuActor) handle(msg any) {
 	switch m := msg.(type) {
+	case *messages.Ping:
+		m.Reply <- a.usable(m.Ctx)
 	case *messages.Alloc:
 		ptr, err := a.alloc(m)
 		m.Reply <- messages.AllocReply{Ptr: ptr, Err: err}
@@ -53,6 +55,12 @@ func (a *gpuActor) handle(msg any) {
 		m.Reply <- a.forward(m)
 	case *messages.LedgerSnapshot:
 		m.Reply <- a.snapshot()
+	case *messages.TagOwners:
+		m.Reply <- a.tagOwners(m)
+	case *messages.AddView:
+		m.Reply <- a.addView(m)
+	case *messages.RetireOwners:
+		m.Reply <- a.retireOwners(m)
 	case *messages.Stats:
 		m.Reply <- a.stats()
 	default:
@@ -246,13 +254,16 @@ func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
 	if err := a.usable(m.Ctx); err != nil {
 		return messages.ForwardReply{Err: err}
 	}
+	if m.Step == nil {
+		return messages.ForwardReply{Err: fmt.Errorf("forward: %w: nil step", ErrInvalidValue)}
+	}
 	dev := a.device()
 	defer dev.invalidate()
 	start := time.Now()
 	err := func() (err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("forward step panicked: %v", r)
+				err = fmt.Errorf("%w: %v", ErrStepPanic, r)
 			}
 		}()
 		return m.Step(dev)

@@ -1,14 +1,10 @@
 package gpuworker
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gpuarena/gpuarena/messages"
 )
-
-// errStepOver is returned by a device handle used after its forward step returned.
-var errStepOver = errors.New("device handle used after its forward step returned")
 
 // deviceHandle implements messages.Device on the GPU thread: it checks every
 // range against the ledger before the backend sees it.
@@ -23,7 +19,7 @@ func (d *deviceHandle) invalidate() { d.dead = true }
 
 func (d *deviceHandle) check(op string, ptr messages.DevicePtr, n int64) error {
 	if d.dead {
-		return fmt.Errorf("%s: %w", op, errStepOver)
+		return fmt.Errorf("%s: %w", op, ErrStepOver)
 	}
 	if d.a.fatal != nil {
 		return d.a.fatal

@@ -14,6 +14,9 @@ import (
 // (runtime.LockOSThread). The GPU actor is spawned on it, so every backend
 // call, and the CUDA context that is current there, stays on that thread.
 //
+// Between two functions the goroutine may spin (poll for the next one for a
+// bounded time) before it parks; see NewPinnedDispatcher and DefaultSpin.
+//
 // Stop is idempotent and returns only when the goroutine has exited. The
 // goroutine never unlocks its thread, so the thread exits with it and no
 // other goroutine ever runs on a thread where a CUDA context was current.
@@ -25,8 +28,10 @@ type PinnedDispatcher struct {
 	throughput int
 	spin       time.Duration
 
-	// threads holds the OS thread ids that ran scheduled functions. It is
-	// read and written on the pinned goroutine only.
+	// threads holds the OS thread ids the goroutine has run on, read when it
+	// starts and each time it wakes from parking (the only points where the
+	// runtime could have moved an unlocked goroutine). It is read and written
+	// on the pinned goroutine only.
 	threads map[int]struct{}
 }
 
@@ -36,10 +41,34 @@ var _ actor.Dispatcher = (*PinnedDispatcher)(nil)
 // scheduling before the mailbox yields (protoactor-go's Throughput).
 const DefaultThroughput = 300
 
+// DefaultSpin is the spin the GPU worker's dispatcher uses unless WithSpin
+// says otherwise: none, the goroutine parks as soon as it runs out of work.
+//
+// Chosen by measurement (docs/performance.md, 2026-11-30): a spin does not pay
+// while callers park for their replies, as Worker's calls do. The reply makes
+// the caller runnable on the P that the spinning thread holds, from where the
+// runtime moves it only when the spin ends or after a 3 µs usleep that
+// Linux's 50 µs timer slack stretches; so one caller's round trip grows by
+// about the spin. On an H200 host (16 vCPUs, cuda backend) one client's empty
+// round trip had a p50 of 19 µs at spin 0, 24 µs at 5 µs, 40 µs at 20 µs and
+// 70 µs at 50 µs, and throughput under 16 to 4096 clients was the same at
+// every spin (±10%). On the 2-CPU development machine a spin of 5 µs or more
+// tripled throughput under 16 and 256 clients but doubled one client's
+// latency. A spin pays once callers poll for their reply too: with a 20 µs
+// spin and callers that poll for up to 20 µs when their request is alone in
+// the mailbox, the H200's empty round trip had a p50 of 2.2 µs and a p99 of
+// 6.5 µs (bench.KindClientSpin). Make this 20 µs when Worker's calls poll.
+const DefaultSpin time.Duration = 0
+
+// pollsPerCheck is how many empty polls of the work channel a spinning
+// goroutine makes between two reads of the clock and of the stop channel: an
+// empty poll costs a few nanoseconds, a clock read tens.
+const pollsPerCheck = 64
+
 // NewPinnedDispatcher starts the pinned goroutine. throughput ≤ 0 means
-// DefaultThroughput. spin is how long the goroutine polls for new work before
-// it parks (0: park at once); a spinning thread holds one CPU, so keep it to
-// microseconds.
+// DefaultThroughput. spin is how long the goroutine polls for new work after
+// a function returns before it parks (0: park at once); a spinning thread
+// holds one CPU, so keep it to microseconds.
 func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
 	if throughput <= 0 {
 		throughput = DefaultThroughput
@@ -61,30 +90,52 @@ func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
 func (d *PinnedDispatcher) run() {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	defer close(d.exited)
+	d.recordThread()
 	for {
-		fn, ok := d.next()
+		fn, ok := d.poll()
 		if !ok {
-			return
+			if fn, ok = d.park(); !ok {
+				return
+			}
+			d.recordThread()
 		}
-		d.threads[unix.Gettid()] = struct{}{}
 		fn()
 	}
 }
 
-// next waits for the next function, spinning first when configured.
-func (d *PinnedDispatcher) next() (func(), bool) {
-	if d.spin > 0 {
-		deadline := time.Now().Add(d.spin)
-		for time.Now().Before(deadline) {
+// recordThread records the OS thread the goroutine runs on (a gettid system
+// call: cheap next to a wake-up from parking, not next to a spun hand-off,
+// so it is made once per wake-up rather than once per function).
+func (d *PinnedDispatcher) recordThread() { d.threads[unix.Gettid()] = struct{}{} }
+
+// poll spins for up to d.spin waiting for the next function, without
+// parking. It reports false when the spin ran out or Stop was called.
+func (d *PinnedDispatcher) poll() (func(), bool) {
+	if d.spin <= 0 {
+		return nil, false
+	}
+	deadline := time.Now().Add(d.spin)
+	for {
+		for range pollsPerCheck {
 			select {
 			case fn := <-d.work:
 				return fn, true
-			case <-d.stop:
-				return nil, false
 			default:
 			}
 		}
+		select {
+		case <-d.stop:
+			return nil, false
+		default:
+		}
+		if !time.Now().Before(deadline) {
+			return nil, false
+		}
 	}
+}
+
+// park waits for the next function; false after Stop.
+func (d *PinnedDispatcher) park() (func(), bool) {
 	select {
 	case fn := <-d.work:
 		return fn, true

@@ -25,6 +25,16 @@ var (
 	// ErrBackendPanic: the backend panicked; the GPU actor stops serving and
 	// reports this for every later request.
 	ErrBackendPanic = errors.New("backend panicked")
+	// ErrActorPanic: a panic escaped the GPU actor's own code (not the
+	// backend's, which is ErrBackendPanic). The actor is stopped, never
+	// restarted: it frees what its ledger holds and closes the backend, and
+	// every later request fails with ErrClosed joined with this error.
+	ErrActorPanic = errors.New("gpu actor panicked")
+	// ErrStepPanic: a forward step panicked. The panic is recovered on the GPU
+	// thread; the actor keeps serving.
+	ErrStepPanic = errors.New("forward step panicked")
+	// ErrStepOver: a forward step's device handle used after the step returned.
+	ErrStepOver = errors.New("device handle used after its forward step returned")
 	// ErrNoCUDA: the cuda backend was asked for in a build without the cuda tag.
 	ErrNoCUDA = errors.New("cuda backend not built: rebuild with -tags cuda (see README, Real GPU)")
 	// ErrNoDevice: the asked device ordinal does not exist.

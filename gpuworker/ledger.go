@@ -22,6 +22,8 @@ type ledger struct {
 	seq      uint64
 	counters messages.LedgerCounters
 	owners   map[string]messages.OwnerUsage
+	// retired are the owners retired with RetireOwners.
+	retired map[string]struct{}
 }
 
 type ledgerEntry struct {
@@ -30,7 +32,7 @@ type ledgerEntry struct {
 }
 
 func newLedger() *ledger {
-	return &ledger{entries: make(map[messages.DevicePtr]*ledgerEntry), owners: make(map[string]messages.OwnerUsage)}
+	return &ledger{entries: make(map[messages.DevicePtr]*ledgerEntry), owners: make(map[string]messages.OwnerUsage), retired: make(map[string]struct{})}
 }
 
 // add records a successful allocation.
@@ -60,12 +62,60 @@ func (l *ledger) addViews(parent messages.DevicePtr, views []messages.PoolView) 
 	p := l.entries[parent]
 	for _, v := range views {
 		l.seq++
-		l.views = append(l.views, &ledgerEntry{
+		e := &ledgerEntry{
 			LedgerEntry: messages.LedgerEntry{Ptr: parent + messages.DevicePtr(v.Offset), Bytes: v.Bytes, Label: v.Label, Owner: p.Owner, Parent: parent, Created: p.Created},
 			seq:         l.seq,
-		})
+		}
+		// Insert in pointer order: a slab's carves go in after its earlier
+		// ones, so only the views of allocations above it move.
+		i := sort.Search(len(l.views), func(i int) bool { return l.views[i].Ptr > e.Ptr })
+		l.views = slices.Insert(l.views, i, e)
 	}
-	sort.Slice(l.views, func(i, j int) bool { return l.views[i].Ptr < l.views[j].Ptr })
+}
+
+// addView records one more view of the live allocation e: it must lie inside
+// e and overlap none of the views already recorded (ErrInvalidValue). Views
+// of different allocations cannot overlap, so only the neighbours in pointer
+// order need a look: O(log n) however many views there are.
+func (l *ledger) addView(e *ledgerEntry, v messages.PoolView) error {
+	if v.Bytes <= 0 || v.Offset < 0 || v.Offset > e.Bytes-v.Bytes {
+		return fmt.Errorf("view %s at offset %d (%d B) of %s (%d B): %w: a view must be non-empty and inside its allocation",
+			v.Label, v.Offset, v.Bytes, e.Label, e.Bytes, ErrInvalidValue)
+	}
+	start := e.Ptr + messages.DevicePtr(v.Offset)
+	end := start + messages.DevicePtr(v.Bytes)
+	i := sort.Search(len(l.views), func(i int) bool { return l.views[i].Ptr >= start })
+	for _, j := range []int{i - 1, i} {
+		if j < 0 || j >= len(l.views) {
+			continue
+		}
+		if o := l.views[j]; o.Ptr < end && start < o.Ptr+messages.DevicePtr(o.Bytes) {
+			return fmt.Errorf("view %s at offset %d (%d B) of %s: %w: it overlaps view %s at offset %d (%d B)",
+				v.Label, v.Offset, v.Bytes, e.Label, ErrInvalidValue, o.Label, int64(o.Ptr-e.Ptr), o.Bytes)
+		}
+	}
+	l.addViews(e.Ptr, []messages.PoolView{v})
+	return nil
+}
+
+// tagOwners sets the tag of every live allocation of owners and returns how
+// many it tagged.
+func (l *ledger) tagOwners(owners []string, tag any) int {
+	n := 0
+	for _, e := range l.entries {
+		if slices.Contains(owners, e.Owner) {
+			e.Tag = tag
+			n++
+		}
+	}
+	return n
+}
+
+// retire records owners as retired.
+func (l *ledger) retire(owners []string) {
+	for _, o := range owners {
+		l.retired[o] = struct{}{}
+	}
 }
 
 // remove forgets a freed allocation and the views inside it.
@@ -161,7 +211,11 @@ func (l *ledger) snapshot(now time.Time) messages.Ledger {
 		entries[len(all)-1-i] = e.LedgerEntry
 		entries[len(all)-1-i].Age = now.Sub(e.Created)
 	}
-	return messages.Ledger{Entries: entries, Counters: l.counters, Owners: maps.Clone(l.owners), BackendBytesInUse: -1, Taken: now}
+	var retired []string
+	if len(l.retired) > 0 {
+		retired = slices.Sorted(maps.Keys(l.retired))
+	}
+	return messages.Ledger{Entries: entries, Counters: l.counters, Owners: maps.Clone(l.owners), BackendBytesInUse: -1, Taken: now, Retired: retired}
 }
 
 // largest returns up to n entries, largest first.

@@ -23,6 +23,7 @@ type Worker struct {
 	info       DeviceInfo
 	budget     int64
 	depth      *mailboxDepth
+	status     *workerStatus // the actor's fatal error; closes exited when it has stopped
 
 	closing  chan struct{} // closed when Stop starts: new requests get ErrClosed
 	stopped  chan struct{} // closed when the actor and its thread are gone
@@ -71,8 +72,17 @@ func WithLogger(l *slog.Logger) WorkerOption { return func(c *workerConfig) { c.
 // memory it holds (design.md §1).
 func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOption) (*Worker, error) {
 	cfg := workerConfig{logger: slog.Default()}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("gpu worker: %w: option %d is nil", ErrInvalidValue, i+1)
+		}
 		o(&cfg)
+	}
+	if cfg.logger == nil {
+		return nil, fmt.Errorf("gpu worker: %w: nil logger", ErrInvalidValue)
+	}
+	if cfg.spin < 0 {
+		return nil, fmt.Errorf("gpu worker: spin %v: %w: must not be negative", cfg.spin, ErrInvalidValue)
 	}
 	if !(cfg.utilization >= 0 && cfg.utilization <= 1) {
 		return nil, fmt.Errorf("gpu_memory_utilization %v: %w: want a fraction in (0, 1]", cfg.utilization, ErrInvalidValue)
@@ -83,14 +93,18 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	d := NewPinnedDispatcher(cfg.throughput, cfg.spin)
 	ready := make(chan startResult, 1)
 	depth := &mailboxDepth{}
-	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready}
+	status := newWorkerStatus()
+	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready, status: status}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(d),
 		actor.WithMailbox(actor.Unbounded(depth)),
 	)
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
-	pid := system.Root.WithGuardian(stopOnFailure).Spawn(props)
-	w := &Worker{system: system, pid: pid, dispatcher: d, depth: depth, closing: make(chan struct{}), stopped: make(chan struct{})}
+	// Copy: RootContext.WithGuardian sets the guardian on the context it is
+	// called on, and system.Root is shared; without the copy every actor
+	// spawned from system.Root afterwards would get this stop guardian too.
+	pid := system.Root.Copy().WithGuardian(stopOnFailure).Spawn(props)
+	w := &Worker{system: system, pid: pid, dispatcher: d, depth: depth, status: status, closing: make(chan struct{}), stopped: make(chan struct{})}
 	res := <-ready
 	if res.err != nil {
 		w.Stop()
@@ -117,6 +131,15 @@ func (w *Worker) MailboxDepth() int64 { return w.depth.load() }
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.stopped }
 
+// Err is nil while the worker serves requests. Once the backend has panicked
+// it is that error (errors.Is ErrBackendPanic): the actor stops calling the
+// backend and answers every request with it. Once a panic has escaped the GPU
+// actor itself it is ErrActorPanic: the actor has stopped (never restarted,
+// design.md §1) after freeing what its ledger held, and requests get
+// ErrClosed joined with it. Stop still works, and is still needed, in both
+// cases.
+func (w *Worker) Err() error { return w.status.err() }
+
 // Stop stops the GPU actor, which first answers what is already in its
 // mailbox, then frees everything its ledger still holds and closes the
 // backend, all on its thread; then Stop ends the thread. It is idempotent and
@@ -140,7 +163,21 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 		return zero, ErrClosed
 	default:
 	}
-	return Ask(ctx, w.system.Root, w.pid, msg, reply, w.stopped)
+	r, err := Ask(ctx, w.system.Root, w.pid, msg, reply, w.status.exited)
+	if errors.Is(err, ErrClosed) {
+		if fatal := w.Err(); fatal != nil {
+			err = fmt.Errorf("%w: %w", ErrClosed, fatal)
+		}
+	}
+	return r, err
+}
+
+// Ping makes a round trip to the GPU thread without calling the backend
+// (messages.Ping): nil when the worker serves requests.
+func (w *Worker) Ping(ctx context.Context) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.Ping{Ctx: ctx, Reply: reply}, reply)
+	return errors.Join(err, r)
 }
 
 // Alloc allocates bytes bytes for owner, recorded as label.

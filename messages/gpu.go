@@ -178,6 +178,16 @@ type ForwardReply struct {
 	Err      error
 }
 
+// Ping asks the GPU actor for nothing: it answers at once, without calling
+// the backend. It measures the round trip to the GPU thread (benchmarks) and
+// tells whether the worker still serves requests. Reply: nil, the context's
+// error when it was done before the actor got to it, or the backend-panic
+// error once the worker has stopped serving.
+type Ping struct {
+	Ctx   context.Context
+	Reply chan<- error
+}
+
 // LedgerSnapshot asks for a copy of the ledger. Reply: Ledger.
 type LedgerSnapshot struct {
 	Ctx   context.Context

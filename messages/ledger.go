@@ -12,6 +12,11 @@ type LedgerEntry struct {
 	Owner   string    `json:"owner"`
 	Parent  DevicePtr `json:"parent,omitempty"`
 	Created time.Time `json:"created"`
+	// Tag is an opaque value the allocation's owner attached to it
+	// (TagOwners): the supervisors tag a built arena's allocations with its
+	// *Arena, so that a restarted supervisor rebuilds its state from the
+	// ledger. It is never serialised.
+	Tag any `json:"-"`
 	// Age is how long the allocation had lived when the snapshot was taken.
 	Age time.Duration `json:"age_ns"`
 }
@@ -45,6 +50,9 @@ type Ledger struct {
 	// Counters.CurrentBytes.
 	BackendBytesInUse int64     `json:"backend_bytes_in_use"`
 	Taken             time.Time `json:"taken"`
+	// Retired are the owners retired with RetireOwners, sorted: the
+	// supervisors record there that the arena was released.
+	Retired []string `json:"retired,omitempty"`
 }
 
 // BytesByOwner is the bytes each owner holds now (owners holding none left out).

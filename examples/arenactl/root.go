@@ -50,5 +50,7 @@ func newRootCmd() *cobra.Command {
 		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
 	})
 	root.AddCommand(newPlanCmd(a), newFitCmd(a), newRunCmd(a), newDevicesCmd(a))
+	root.AddCommand(newBenchCmd(a))
+	root.AddCommand(newSoakCmd(a))
 	return root
 }

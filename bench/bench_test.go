@@ -1,0 +1,168 @@
+package bench_test
+
+import (
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpuarena/gpuarena/bench"
+	"github.com/gpuarena/gpuarena/gpuworker"
+)
+
+// These tests check structure only — counts, rows, that every measurement
+// made operations — with tiny operation counts. None asserts a time.
+
+func hostsim() (gpuworker.Backend, error) { return gpuworker.NewHostSim(gpuworker.HostSimConfig{}) }
+
+func TestSummarize(t *testing.T) {
+	d := make([]time.Duration, 100)
+	for i := range d {
+		d[i] = time.Duration(100 - i) // 100 … 1, unsorted
+	}
+	s := bench.Summarize(d, time.Second)
+	want := bench.Summary{Ops: 100, P50: 50, P99: 99, Mean: 50, Max: 100, Elapsed: time.Second, OpsPerSec: 100}
+	if s != want {
+		t.Errorf("Summarize = %+v, want %+v", s, want)
+	}
+	if s := bench.Summarize(nil, 0); s.Ops != 0 || s.OpsPerSec != 0 {
+		t.Errorf("Summarize(nil) = %+v, want zeros", s)
+	}
+}
+
+func TestDriveCounts(t *testing.T) {
+	for _, clients := range []int{1, 3, 8} {
+		var calls atomic.Int64
+		sum, err := bench.Drive(clients, bench.Budget{Ops: 24}, func() error { calls.Add(1); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Ops != 24 || calls.Load() != 24 {
+			t.Errorf("%d clients: %d ops recorded, %d made, want 24", clients, sum.Ops, calls.Load())
+		}
+	}
+}
+
+func TestDriveStopsAtFirstError(t *testing.T) {
+	boom := errors.New("boom")
+	calls := 0
+	sum, err := bench.Drive(1, bench.Budget{Ops: 10}, func() error {
+		calls++
+		if calls == 4 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) || sum.Ops != 3 {
+		t.Errorf("ops %d, err %v: want 3 ops and boom", sum.Ops, err)
+	}
+	if _, err := bench.Drive(4, bench.Budget{Ops: 100}, func() error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("4 clients: err %v, want boom", err)
+	}
+	if _, err := bench.Drive(0, bench.Budget{Ops: 1}, func() error { return nil }); err == nil {
+		t.Error("0 clients: no error")
+	}
+}
+
+func TestDriveDuration(t *testing.T) {
+	sum, err := bench.Drive(2, bench.Budget{Duration: time.Millisecond, Ops: 50}, func() error { return nil })
+	if err != nil || sum.Ops < 1 || sum.Ops > 50 {
+		t.Errorf("ops %d, err %v: want 1 to 50 ops", sum.Ops, err)
+	}
+}
+
+// TestSubjects starts every subject, makes a few round trips of each kind,
+// concurrently where the subject allows it, and closes it.
+func TestSubjects(t *testing.T) {
+	kinds := append(slices.Clone(bench.Kinds), bench.KindClientSpin)
+	for _, s := range bench.Subjects(kinds, []time.Duration{0, 5 * time.Microsecond}) {
+		t.Run(s.Name(), func(t *testing.T) {
+			target, err := s.Start(hostsim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients := 1
+			if target.Concurrent() {
+				clients = 4
+			}
+			err = target.Exec(func(call func(bench.Op) error) error {
+				for _, op := range bench.Ops {
+					sum, err := bench.Drive(clients, bench.Budget{Ops: 8}, func() error { return call(op) })
+					if err != nil {
+						return err
+					}
+					if sum.Ops != 8 {
+						t.Errorf("%s: %d ops, want 8", op, sum.Ops)
+					}
+				}
+				return nil
+			})
+			if err := errors.Join(err, target.Close()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if _, err := (bench.Subject{Kind: "nope"}).Start(hostsim); err == nil {
+		t.Error("unknown kind: no error")
+	}
+}
+
+// TestRun runs every suite with tiny counts and checks the rows it reports.
+func TestRun(t *testing.T) {
+	cfg := bench.DefaultConfig()
+	cfg.Budget, cfg.BuildOps = bench.Budget{Ops: 10}, 1
+	cfg.Clients, cfg.Spins = []int{1, 3}, []time.Duration{0, 5 * time.Microsecond}
+	cfg.ConfigDir, cfg.Models, cfg.BatchTokens, cfg.CarveSizes = "../examples/configs", []string{"llama-3.1-8b"}, []int64{512}, []int64{4096}
+	var seen int
+	cfg.OnRow = func(bench.Row) { seen++ }
+	rep, err := bench.Run(cfg, bench.Suites...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[bench.Suite]int{}
+	for _, r := range rep.Rows {
+		count[r.Suite]++
+		if r.Ops < 1 || r.Clients < 1 || r.Case == "" || r.Subject == "" {
+			t.Errorf("row %+v: want ops and clients ≥ 1, a case and a subject", r)
+		}
+		if r.Suite == bench.SuiteBuild && r.Subject == bench.SubjectActor && r.RatioOf == "" {
+			t.Errorf("build row %+v: no ratio to the direct calls", r)
+		}
+	}
+	want := map[bench.Suite]int{
+		bench.SuiteDispatch:   5 * 2,     // direct, chan-worker, protoactor-naive, gpuarena × 2 spins; × 2 ops
+		bench.SuiteContention: 4 * 2 * 2, // the four that take clients × 2 ops × 2 client counts
+		bench.SuiteBuild:      2 * 2 * 2, // 2 layouts × build, release × actor, direct
+		bench.SuiteCarve:      1 + 2,     // direct, and the actor at 1 and 3 clients
+	}
+	for s, n := range want {
+		if count[s] != n {
+			t.Errorf("%s: %d rows, want %d", s, count[s], n)
+		}
+	}
+	if seen != len(rep.Rows) || rep.Device.Backend != gpuworker.KindHostSim || rep.GoMaxProcs < 1 {
+		t.Errorf("OnRow saw %d of %d rows; device %+v, GOMAXPROCS %d", seen, len(rep.Rows), rep.Device, rep.GoMaxProcs)
+	}
+}
+
+func TestRunRefusesBadConfig(t *testing.T) {
+	for name, edit := range map[string]func(*bench.Config){
+		"no budget":      func(c *bench.Config) { c.Budget = bench.Budget{} },
+		"no build ops":   func(c *bench.Config) { c.BuildOps = 0 },
+		"zero clients":   func(c *bench.Config) { c.Clients = []int{0} },
+		"negative spin":  func(c *bench.Config) { c.Spins = []time.Duration{-1} },
+		"zero carve":     func(c *bench.Config) { c.CarveSizes = []int64{0} },
+		"unknown config": func(c *bench.Config) { c.ConfigDir = t.TempDir() },
+	} {
+		cfg := bench.DefaultConfig()
+		edit(&cfg)
+		suite := bench.SuiteDispatch
+		if name == "unknown config" {
+			suite = bench.SuiteBuild
+		}
+		if _, err := bench.Run(cfg, suite); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

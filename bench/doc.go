@@ -1,0 +1,22 @@
+// Package bench measures gpuarena's dispatch, arena build and slab carve
+// against its peers, on the same machine and in the same run. It is the one
+// measurement harness behind both the `go test -bench` benchmarks (in the
+// packages they measure) and `arenactl bench` (which runs on a machine
+// without Go, such as the GPU host).
+//
+// The subjects of the dispatch and contention suites (Target) are four ways
+// of reaching the one OS thread that owns the device:
+//
+//   - direct: the backend called on its own locked thread, the floor;
+//   - chan-worker: a goroutine locked to its thread reading functions from an
+//     unbuffered channel and answering on another, the pattern of
+//     gorgonia.org/cu's Ctx.Do (copied, not imported);
+//   - protoactor-naive: a protoactor-go actor on a naive pinned dispatcher
+//     (Schedule sends the function over an unbuffered channel to a locked
+//     goroutine, no spin) with the default mailbox;
+//   - gpuarena: gpuworker.Worker, the GPU actor on gpuworker.PinnedDispatcher.
+//
+// Every measured operation's duration is recorded (time.Now deltas into
+// preallocated slices) and summarised as p50, p99, mean and operations per
+// second (Summary). Nothing here asserts a time: it measures.
+package bench

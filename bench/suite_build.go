@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"fmt"
+
+	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// Subjects of the build and carve suites.
+const (
+	SubjectActor  = "actor"
+	SubjectDirect = "direct"
+)
+
+// Layouts are the arena layouts the build suite measures.
+var Layouts = []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete}
+
+// build measures, for each model, max_batch_tokens and layout, BuildOps
+// cycles of build and release through the actors and as direct driver calls
+// on the keeper's locked thread, interleaved (actor, direct, actor, …) so
+// that drift hits both alike. Each actor row's Ratio is its mean over the
+// direct row's.
+func (r *runner) build() error {
+	for _, model := range r.cfg.Models {
+		for _, m := range r.cfg.BatchTokens {
+			plan, err := r.loadPlan(model, arena.Options{MaxBatchTokens: m})
+			if err != nil {
+				return err
+			}
+			for _, layout := range Layouts {
+				if err := r.buildOne(fmt.Sprintf("%s M=%d %s", model, m, layout), plan, layout); err != nil {
+					return fmt.Errorf("%s M=%d %s: %w", model, m, layout, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout) error {
+	a := ActorBuild{Factory: r.cfg.Backend.Factory(), Plan: plan, Layout: layout, Spin: r.cfg.ManagerSpin}
+	d, err := NewDirectBuild(plan, layout)
+	if err != nil {
+		return err
+	}
+	n := r.cfg.BuildOps
+	as, ds := newBuildSample(n+1), newBuildSample(n+1)
+	ptrs := make([]messages.DevicePtr, 0, d.Allocations())
+	settle()
+	for i := range n + 1 { // the first cycle of each warms up
+		if err := a.Cycle(&as); err != nil {
+			return err
+		}
+		err := r.keeper.t.do(func() error { return d.Cycle(r.keeper.backend, &ds, ptrs) })
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			as, ds = newBuildSample(n), newBuildSample(n)
+		}
+	}
+	ab, ar := as.Summaries()
+	db, dr := ds.Summaries()
+	for _, p := range []struct {
+		phase         string
+		actor, driver Summary
+	}{{"build", ab, db}, {"release", ar, dr}} {
+		c := name + " " + p.phase
+		r.add(Row{Suite: SuiteBuild, Case: c, Subject: SubjectDirect, Clients: 1, Summary: p.driver})
+		row := Row{Suite: SuiteBuild, Case: c, Subject: SubjectActor, Clients: 1, Summary: p.actor}
+		if p.driver.Mean > 0 {
+			row.Ratio, row.RatioOf = float64(p.actor.Mean)/float64(p.driver.Mean), "direct mean"
+		}
+		r.add(row)
+	}
+	return nil
+}

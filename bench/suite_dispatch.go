@@ -1,0 +1,36 @@
+package bench
+
+import "errors"
+
+// dispatch measures one client's round trips, empty and mem-info, for every
+// subject.
+func (r *runner) dispatch() error {
+	for _, s := range Subjects(r.cfg.Kinds, r.cfg.Spins) {
+		if err := r.dispatchOne(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) dispatchOne(s Subject) error {
+	t, err := s.Start(r.cfg.Backend.Factory())
+	if err != nil {
+		return err
+	}
+	err = t.Exec(func(call func(Op) error) error {
+		for _, op := range Ops {
+			if err := warm(call, op, r.cfg.Budget); err != nil {
+				return err
+			}
+			settle()
+			sum, err := Drive(1, r.cfg.Budget, func() error { return call(op) })
+			if err != nil {
+				return err
+			}
+			r.add(Row{Suite: SuiteDispatch, Case: string(op), Subject: s.Name(), Clients: 1, Summary: sum})
+		}
+		return nil
+	})
+	return errors.Join(err, t.Close())
+}

@@ -1,0 +1,46 @@
+package gpuworker
+
+import (
+	"fmt"
+
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// The supervisors' bookkeeping (messages/supervision.go): it records in the
+// ledger what a restarted supervisor needs, and never calls the backend.
+
+// tagOwners tags every live allocation of m.Owners with m.Tag. It does not
+// refuse after a backend panic: it touches only the ledger, and a consistent
+// ledger is what teardown needs.
+func (a *gpuActor) tagOwners(m *messages.TagOwners) messages.TagOwnersReply {
+	if m.Ctx != nil && m.Ctx.Err() != nil {
+		return messages.TagOwnersReply{Err: m.Ctx.Err()}
+	}
+	return messages.TagOwnersReply{Tagged: a.ledger.tagOwners(m.Owners, m.Tag)}
+}
+
+// addView records a view of a live allocation held by m.Owner, after checking
+// that it lies inside the allocation and overlaps none of its views.
+func (a *gpuActor) addView(m *messages.AddView) error {
+	if err := a.usable(m.Ctx); err != nil {
+		return err
+	}
+	e, err := a.ledger.lookup(m.Parent, m.Owner)
+	if err != nil {
+		return fmt.Errorf("add view %s: %w", m.View.Label, err)
+	}
+	if err := a.ledger.addView(e, m.View); err != nil {
+		return fmt.Errorf("add view: %w", err)
+	}
+	return nil
+}
+
+// retireOwners records m.Owners as retired. Like tagOwners it works after a
+// backend panic.
+func (a *gpuActor) retireOwners(m *messages.RetireOwners) error {
+	if m.Ctx != nil && m.Ctx.Err() != nil {
+		return m.Ctx.Err()
+	}
+	a.ledger.retire(m.Owners)
+	return nil
+}

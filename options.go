@@ -27,6 +27,7 @@ func defaultConfig() config {
 		utilization: arena.DefaultGPUMemoryUtilization,
 		logger:      slog.Default(),
 		layout:      messages.LayoutPooled,
+		spin:        gpuworker.DefaultSpin,
 	}
 }
 
@@ -57,8 +58,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // LayoutDiscrete (one allocation per buffer, for memory-checker runs).
 func WithArenaLayout(l Layout) Option { return func(c *config) { c.layout = l } }
 
-// WithDispatcherSpin makes the GPU thread poll for work for d before it parks
-// (see gpuworker.WithSpin). Default 0.
+// WithDispatcherSpin sets how long the GPU thread polls for work before it
+// parks, and a lone caller polls for its reply (see gpuworker.WithSpin).
+// Default gpuworker.DefaultSpin (20 µs); 0 turns polling off.
 func WithDispatcherSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
 
 func (c config) validate() error {

@@ -38,8 +38,8 @@ func sum(d []time.Duration) time.Duration {
 // ActorBuild builds plan's arena through a gpuarena.Manager (BuildArena,
 // then Release) on a backend made by Factory. A Manager's arena cannot be
 // rebuilt after Release, so each cycle starts a Manager and closes it,
-// untimed, and makes one round trip to its GPU thread before the clock
-// starts, so that starting the thread is not counted as building.
+// untimed, and makes a round trip to its GPU thread and supervisors before
+// the clock starts, so that their start-up is not counted as building.
 type ActorBuild struct {
 	Factory gpuworker.BackendFactory
 	Plan    *arena.Plan
@@ -55,7 +55,7 @@ func (a ActorBuild) Cycle(s *BuildSample) error {
 		return err
 	}
 	ctx := context.Background()
-	if _, _, err := m.MemInfo(ctx); err != nil {
+	if err := warmManager(ctx, m); err != nil {
 		return errors.Join(err, m.Close())
 	}
 	t0 := time.Now()
@@ -69,6 +69,22 @@ func (a ActorBuild) Cycle(s *BuildSample) error {
 		s.Build, s.Release = append(s.Build, t1.Sub(t0)), append(s.Release, t2.Sub(t1))
 	}
 	return errors.Join(err, m.Close())
+}
+
+// warmManager makes one round trip to m's GPU thread and one to each of the
+// arena and slab supervisors (requests they refuse, since there is no arena
+// yet), so that their start-up is done before the clock starts.
+func warmManager(ctx context.Context, m *gpuarena.Manager) error {
+	if _, _, err := m.MemInfo(ctx); err != nil {
+		return err
+	}
+	if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); !errors.Is(err, gpuarena.ErrNoArena) {
+		return fmt.Errorf("warm-up forward step: %v, want %v", err, gpuarena.ErrNoArena)
+	}
+	if _, _, err := m.CarveSlab(ctx, arena.SlabSSMRowwiseW, 1); err == nil {
+		return errors.New("warm-up carve: carved a slab before the arena was built")
+	}
+	return nil
 }
 
 // DirectBuild makes the driver calls of BuildArena for plan with layout —

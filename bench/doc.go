@@ -5,7 +5,7 @@
 // without Go, such as the GPU host).
 //
 // The subjects of the dispatch and contention suites (Target) are four ways
-// of reaching the one OS thread that owns the device:
+// of reaching the one OS thread that owns the device, and an experiment:
 //
 //   - direct: the backend called on its own locked thread, the floor;
 //   - chan-worker: a goroutine locked to its thread reading functions from an
@@ -14,7 +14,13 @@
 //   - protoactor-naive: a protoactor-go actor on a naive pinned dispatcher
 //     (Schedule sends the function over an unbuffered channel to a locked
 //     goroutine, no spin) with the default mailbox;
-//   - gpuarena: gpuworker.Worker, the GPU actor on gpuworker.PinnedDispatcher.
+//   - gpuarena: gpuworker.Worker, the GPU actor on gpuworker.PinnedDispatcher,
+//     at each spin asked for (0: every round trip parks both sides).
+//
+// The build suite compares Manager.BuildArena and Release with the same
+// driver calls made directly on a locked thread (ActorBuild, DirectBuild);
+// the carve suite, Manager.CarveSlab with the carve's arithmetic. Run runs
+// the suites (Config, DefaultConfig) and returns their rows (Report, Row).
 //
 // Every measured operation's duration is recorded (time.Now deltas into
 // preallocated slices) and summarised as p50, p99, mean and operations per

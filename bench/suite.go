@@ -79,10 +79,9 @@ type Config struct {
 	OnRow func(Row)
 }
 
-// PollingSpin is the dispatcher spin measured beside 0 by default: the one
-// that pays when callers poll for their replies (see gpuworker.DefaultSpin
-// and KindClientSpin).
-const PollingSpin = 20 * time.Microsecond
+// PollingSpin is the dispatcher spin measured beside 0 by default:
+// gpuworker.DefaultSpin, with which a lone caller polls for its reply.
+const PollingSpin = gpuworker.DefaultSpin
 
 // MinOpsPerClient is the fewest operations each contention client makes in
 // an operation-count budget, so that 4096 clients all overlap.
@@ -195,6 +194,10 @@ func (r *runner) loadPlan(model string, opts arena.Options) (*arena.Plan, error)
 	}
 	return arena.PlanFor(cfg, opts)
 }
+
+// WarmupOps is how many operations a measurement makes first, unrecorded:
+// enough to fault in the code paths and settle the scheduler.
+const WarmupOps = 2000
 
 // warmOps is the number of unrecorded operations before a row of budget b:
 // WarmupOps, or a tenth of a smaller operation count.

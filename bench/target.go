@@ -46,10 +46,6 @@ const (
 	KindChanWorker Kind = "chan-worker"
 	KindProtoNaive Kind = "protoactor-naive"
 	KindGPUArena   Kind = "gpuarena"
-	// KindClientSpin is an experiment: gpuarena asked by a caller that polls
-	// for its reply before parking (see ClientSpin). No suite measures it
-	// unless asked to.
-	KindClientSpin Kind = "gpuarena+client-spin"
 )
 
 // Kinds are every target kind; ConcurrentKinds those the contention suite
@@ -72,7 +68,7 @@ func Subjects(kinds []Kind, spins []time.Duration) []Subject {
 	spins = slices.Compact(slices.Sorted(slices.Values(spins)))
 	var out []Subject
 	for _, k := range kinds {
-		if k != KindGPUArena && k != KindClientSpin {
+		if k != KindGPUArena {
 			out = append(out, Subject{Kind: k})
 			continue
 		}
@@ -86,7 +82,7 @@ func Subjects(kinds []Kind, spins []time.Duration) []Subject {
 // Name names the subject in a table: its kind, and for gpuarena its spin
 // ("gpuarena spin=20µs").
 func (s Subject) Name() string {
-	if s.Kind == KindGPUArena || s.Kind == KindClientSpin {
+	if s.Kind == KindGPUArena {
 		return fmt.Sprintf("%s spin=%v", s.Kind, s.Spin)
 	}
 	return string(s.Kind)
@@ -104,8 +100,6 @@ func (s Subject) Start(f gpuworker.BackendFactory) (Target, error) {
 		return newProtoNaive(f)
 	case KindGPUArena:
 		return newGPUArena(f, s.Spin)
-	case KindClientSpin:
-		return newClientSpin(f, s.Spin)
 	default:
 		return nil, fmt.Errorf("bench: unknown target %q", s.Kind)
 	}

@@ -32,7 +32,7 @@ func hostsim() (gpuworker.Backend, error) { return gpuworker.NewHostSim(gpuworke
 // every subject: direct (the floor), chan-worker (gorgonia cu's Ctx.Do),
 // protoactor-naive and gpuarena at each spin.
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, s := range bench.Subjects(append(bench.Kinds, bench.KindClientSpin), benchSpins) {
+	for _, s := range bench.Subjects(bench.Kinds, benchSpins) {
 		b.Run(s.Name(), func(b *testing.B) {
 			for _, op := range bench.Ops {
 				b.Run(string(op), func(b *testing.B) { measure(b, s, op, 1) })
@@ -45,7 +45,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 // clients (b.N round trips in all), for the subjects that take concurrent
 // clients.
 func BenchmarkContention(b *testing.B) {
-	for _, s := range bench.Subjects(append(bench.ConcurrentKinds, bench.KindClientSpin), benchSpins) {
+	for _, s := range bench.Subjects(bench.ConcurrentKinds, benchSpins) {
 		b.Run(s.Name(), func(b *testing.B) {
 			for _, op := range bench.Ops {
 				for _, c := range benchClients {

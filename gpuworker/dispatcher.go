@@ -3,6 +3,7 @@ package gpuworker
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,6 +29,13 @@ type PinnedDispatcher struct {
 	throughput int
 	spin       time.Duration
 
+	// parked is true while the goroutine waits in park. hot is set by a
+	// caller that polls for its reply (pollReply) and consumed by the next
+	// spin: the goroutine spins only when a caller is polling, so a spin never
+	// keeps a parked caller off its P.
+	parked atomic.Bool
+	hot    atomic.Bool
+
 	// threads holds the OS thread ids the goroutine has run on, read when it
 	// starts and each time it wakes from parking (the only points where the
 	// runtime could have moved an unlocked goroutine). It is read and written
@@ -42,23 +50,20 @@ var _ actor.Dispatcher = (*PinnedDispatcher)(nil)
 const DefaultThroughput = 300
 
 // DefaultSpin is the spin the GPU worker's dispatcher uses unless WithSpin
-// says otherwise: none, the goroutine parks as soon as it runs out of work.
+// says otherwise: after a function returns, the pinned goroutine polls for
+// the next one for up to 20 µs before it parks, and a caller whose request is
+// alone in the mailbox polls for its reply for as long (pollReply), so a
+// round trip costs no thread wake-up on either side.
 //
-// Chosen by measurement (docs/performance.md, 2026-11-30): a spin does not pay
-// while callers park for their replies, as Worker's calls do. The reply makes
-// the caller runnable on the P that the spinning thread holds, from where the
-// runtime moves it only when the spin ends or after a 3 µs usleep that
-// Linux's 50 µs timer slack stretches; so one caller's round trip grows by
-// about the spin. On an H200 host (16 vCPUs, cuda backend) one client's empty
-// round trip had a p50 of 19 µs at spin 0, 24 µs at 5 µs, 40 µs at 20 µs and
-// 70 µs at 50 µs, and throughput under 16 to 4096 clients was the same at
-// every spin (±10%). On the 2-CPU development machine a spin of 5 µs or more
-// tripled throughput under 16 and 256 clients but doubled one client's
-// latency. A spin pays once callers poll for their reply too: with a 20 µs
-// spin and callers that poll for up to 20 µs when their request is alone in
-// the mailbox, the H200's empty round trip had a p50 of 2.2 µs and a p99 of
-// 6.5 µs (bench.KindClientSpin). Make this 20 µs when Worker's calls poll.
-const DefaultSpin time.Duration = 0
+// Chosen by measurement (docs/performance.md, 2026-11-30). A spin alone does
+// not pay while callers park for their replies: the reply makes the caller
+// runnable on the P the spinning thread holds, where it waits for the spin to
+// end. On an H200 host (16 vCPUs, cuda backend) one client's empty round
+// trip had a p50 of 19 µs with no spin and 40 µs with a 20 µs spin alone;
+// with the 20 µs spin and polling callers it had a p50 of 0.7 to 2.5 µs and a
+// p99 of 5 to 8 µs, and 256 clients reached 1.7 times one client's
+// throughput. WithSpin(0) turns both off.
+const DefaultSpin = 20 * time.Microsecond
 
 // pollsPerCheck is how many empty polls of the work channel a spinning
 // goroutine makes between two reads of the clock and of the stop channel: an
@@ -94,7 +99,10 @@ func (d *PinnedDispatcher) run() {
 	for {
 		fn, ok := d.poll()
 		if !ok {
-			if fn, ok = d.park(); !ok {
+			d.parked.Store(true)
+			fn, ok = d.park()
+			d.parked.Store(false)
+			if !ok {
 				return
 			}
 			d.recordThread()
@@ -109,9 +117,10 @@ func (d *PinnedDispatcher) run() {
 func (d *PinnedDispatcher) recordThread() { d.threads[unix.Gettid()] = struct{}{} }
 
 // poll spins for up to d.spin waiting for the next function, without
-// parking. It reports false when the spin ran out or Stop was called.
+// parking, when a caller has polled since the last spin. It reports false
+// when it did not spin, the spin ran out, or Stop was called.
 func (d *PinnedDispatcher) poll() (func(), bool) {
-	if d.spin <= 0 {
+	if d.spin <= 0 || !d.hot.Swap(false) {
 		return nil, false
 	}
 	deadline := time.Now().Add(d.spin)

@@ -52,8 +52,9 @@ func WithGPUMemoryUtilization(f float64) WorkerOption {
 	return func(c *workerConfig) { c.utilization = f }
 }
 
-// WithSpin makes the pinned thread poll for work for d before it parks, which
-// trades one CPU for lower wake-up latency. Default 0.
+// WithSpin sets how long the pinned thread polls for work before it parks,
+// and a lone caller polls for its reply: it trades CPU for round trips
+// without thread wake-ups. Default DefaultSpin; 0 turns polling off.
 func WithSpin(d time.Duration) WorkerOption { return func(c *workerConfig) { c.spin = d } }
 
 // WithThroughput sets the messages handled per scheduling (DefaultThroughput).
@@ -71,7 +72,7 @@ func WithLogger(l *slog.Logger) WorkerOption { return func(c *workerConfig) { c.
 // never restarted, since a restart would drop its ledger and leak the device
 // memory it holds (design.md §1).
 func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOption) (*Worker, error) {
-	cfg := workerConfig{logger: slog.Default()}
+	cfg := workerConfig{logger: slog.Default(), spin: DefaultSpin}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("gpu worker: %w: option %d is nil", ErrInvalidValue, i+1)
@@ -163,7 +164,14 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 		return zero, ErrClosed
 	default:
 	}
-	r, err := Ask(ctx, w.system.Root, w.pid, msg, reply, w.status.exited)
+	var r R
+	var err error
+	if w.dispatcher.spin > 0 && w.depth.load() == 0 {
+		// Alone in the mailbox: the reply comes within microseconds.
+		r, err = askPolling(ctx, w, msg, reply)
+	} else {
+		r, err = Ask(ctx, w.system.Root, w.pid, msg, reply, w.status.exited)
+	}
 	if errors.Is(err, ErrClosed) {
 		if fatal := w.Err(); fatal != nil {
 			err = fmt.Errorf("%w: %w", ErrClosed, fatal)

@@ -53,7 +53,6 @@ type benchCmd struct {
 	clients     []int
 	spins       []time.Duration
 	managerSpin time.Duration
-	clientSpin  bool
 	configs     string
 	jsonOut     bool
 }
@@ -78,8 +77,6 @@ func newBenchCmd(a *app) *cobra.Command {
 	fs.IntSliceVar(&c.clients, "clients", def.Clients, "concurrent clients of the contention suite (and carve, up to 16)")
 	fs.DurationSliceVar(&c.spins, "spin", def.Spins, "dispatcher spins the gpuarena rows are measured at")
 	fs.DurationVar(&c.managerSpin, "manager-spin", def.ManagerSpin, "dispatcher spin of the managers the build and carve suites start")
-	fs.BoolVar(&c.clientSpin, "client-spin", false,
-		fmt.Sprintf("also measure gpuarena+client-spin, an experiment: callers poll for their reply for %v before parking", bench.ClientSpin))
 	fs.StringVar(&c.configs, "configs", def.ConfigDir, "folder of the models' config.json files")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the rows as JSON")
 	return cmd
@@ -114,9 +111,6 @@ func (c *benchCmd) config(changed func(string) bool) (bench.Config, []bench.Suit
 	cfg.Budget = bench.Budget{Ops: c.ops}
 	if c.duration > 0 {
 		cfg.Budget = bench.Budget{Duration: c.duration}
-	}
-	if c.clientSpin {
-		cfg.Kinds = append(slices.Clone(cfg.Kinds), bench.KindClientSpin)
 	}
 	return cfg, suites, nil
 }

@@ -37,9 +37,9 @@ func TestBenchJSON(t *testing.T) {
 }
 
 func TestBenchText(t *testing.T) {
-	r := cli(t, append(benchArgs, "--suite", "dispatch,carve", "--client-spin")...).mustSucceed(t)
+	r := cli(t, append(benchArgs, "--suite", "dispatch,carve")...).mustSucceed(t)
 	for _, want := range []string{"device: hostsim H200", "\ndispatch\n", "\ncarve\n", "p50", "p99", "ops/s",
-		"chan-worker", "protoactor-naive", "gpuarena spin=5µs", "gpuarena+client-spin spin=0s"} {
+		"chan-worker", "protoactor-naive", "gpuarena spin=5µs", "gpuarena spin=0s"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}

@@ -1,9 +1,5 @@
 package bench
 
-// WarmupOps is how many operations a measurement makes first, unrecorded:
-// enough to fault in the code paths and settle the scheduler.
-const WarmupOps = 2000
-
 // MetricReporter is what ReportMetrics needs of a *testing.B.
 type MetricReporter interface {
 	ReportMetric(n float64, unit string)

@@ -35,4 +35,7 @@ for cfg in qwen3-next-80b-a3b-thinking deepseek-v3 llama-3.1-8b; do
 			--config "examples/configs/$cfg.json" --max-batch-tokens "$m" --steps 200 --clients 16
 	done
 done
+# The benchmark tables of docs/performance.md, on the GPU: dispatch,
+# contention, arena build and slab carve against the peers.
+step bench.txt "$bin/arenactl" bench --backend cuda
 exit $status

@@ -1,31 +1,18 @@
 package gpuworker_test
 
 import (
-	"io"
-	"log/slog"
 	"testing"
-	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/testkit"
 )
 
-const mib = 1 << 20
+const mib = testkit.MiB
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// newSystem returns an actor system that logs nothing and is shut down when
-// the test ends.
-func newSystem(t *testing.T) *actor.ActorSystem {
-	t.Helper()
-	s := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
-		actor.WithDeadLetterThrottleInterval(time.Millisecond),
-	)
-	t.Cleanup(s.Shutdown)
-	return s
-}
+var (
+	quiet     = testkit.Discard
+	newSystem = testkit.NewActorSystem
+)
 
 // startSim starts a worker on a fresh simulated device and stops it when the
 // test ends.

@@ -2,38 +2,24 @@ package tests
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/testkit"
 )
 
-const mib = 1 << 20
+const mib = testkit.MiB
 
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+var (
+	discard   = testkit.Discard
+	newSystem = testkit.NewActorSystem
+)
 
-// smallPlan is a hand-made plan: hidden_states 1 MiB, logits 3 MiB,
-// norm_unit_w 2 MiB (BufferID order: hidden_states, logits, norm_unit_w) and
-// one slab "w" of 4 MiB.
-func smallPlan() *arena.Plan {
-	p := &arena.Plan{ModelType: "test"}
-	for i := range p.Buffers {
-		p.Buffers[i] = arena.Buffer{ID: arena.BufferID(i), Absent: "not in the test plan"}
-	}
-	p.Buffers[arena.HiddenStates] = arena.Buffer{ID: arena.HiddenStates, DType: arena.BF16, Shape: []int64{512, 1024}, Bytes: 1 * mib}
-	p.Buffers[arena.NormUnitW] = arena.Buffer{ID: arena.NormUnitW, DType: arena.BF16, Shape: []int64{1024 * 1024}, Bytes: 2 * mib}
-	p.Buffers[arena.Logits] = arena.Buffer{ID: arena.Logits, DType: arena.BF16, Shape: []int64{512, 3072}, Bytes: 3 * mib}
-	p.Slabs = []arena.SlabSpec{{Name: "w", Bytes: 4 * mib}}
-	p.BufferBytes, p.SlabBytes, p.TotalBytes = 6*mib, 4*mib, 10*mib
-	return p
-}
+// smallPlan is testkit.SmallPlan with one slab "w".
+func smallPlan() *arena.Plan { return testkit.SmallPlan("w") }
 
 // newSim makes a simulated device or fails the test.
 func newSim(t testing.TB, cfg gpuworker.HostSimConfig) *gpuworker.HostSim {
@@ -55,17 +41,6 @@ func simManager(t testing.TB, sim *gpuworker.HostSim, opts ...gpuarena.Option) *
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	return m
-}
-
-// newSystem is an actor system that logs nothing, shut down when the test ends.
-func newSystem(t testing.TB) *actor.ActorSystem {
-	t.Helper()
-	s := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
-		actor.WithDeadLetterThrottleInterval(time.Millisecond),
-	)
-	t.Cleanup(s.Shutdown)
-	return s
 }
 
 // simWorker starts a GPU worker on sim, stopped when the test ends.

@@ -16,6 +16,17 @@ import (
 // allocated stays in the ledger under the request's owner until that owner is
 // released.
 func Ask[R any](ctx context.Context, root *actor.RootContext, pid *actor.PID, msg any, reply <-chan R, done <-chan struct{}) (R, error) {
+	return sendAndWait(ctx, done, func() (R, bool) {
+		root.Send(pid, msg)
+		var zero R
+		return zero, false
+	}, reply)
+}
+
+// sendAndWait is Ask's frame: it checks ctx and done, calls send (which sends the
+// request and may already have the reply), then waits for the reply, ctx or
+// done.
+func sendAndWait[R any](ctx context.Context, done <-chan struct{}, send func() (R, bool), reply <-chan R) (R, error) {
 	var zero R
 	if ctx == nil {
 		ctx = context.Background()
@@ -28,7 +39,9 @@ func Ask[R any](ctx context.Context, root *actor.RootContext, pid *actor.PID, ms
 		return zero, ErrClosed
 	default:
 	}
-	root.Send(pid, msg)
+	if r, ok := send(); ok {
+		return r, nil
+	}
 	select {
 	case r := <-reply:
 		return r, nil

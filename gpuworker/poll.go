@@ -40,32 +40,7 @@ func pollReply[R any](d *PinnedDispatcher, send func(), reply <-chan R) (R, bool
 // (pollReply), then waits as Ask does, for the reply, ctx or the worker's
 // exit. Errors: the context's, or ErrClosed.
 func askPolling[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, error) {
-	var zero R
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	select {
-	case <-w.status.exited:
-		return zero, ErrClosed
-	default:
-	}
-	if r, ok := pollReply(w.dispatcher, func() { w.system.Root.Send(w.pid, msg) }, reply); ok {
-		return r, nil
-	}
-	select {
-	case r := <-reply:
-		return r, nil
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	case <-w.status.exited:
-		select {
-		case r := <-reply:
-			return r, nil
-		default:
-			return zero, ErrClosed
-		}
-	}
+	return sendAndWait(ctx, w.status.exited, func() (R, bool) {
+		return pollReply(w.dispatcher, func() { w.system.Root.Send(w.pid, msg) }, reply)
+	}, reply)
 }

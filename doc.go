@@ -4,14 +4,22 @@
 // one goroutine that owns the GPU (package gpuworker), lends them to one
 // forward step at a time, and releases every byte at the end.
 //
-// An embedder uses only this package:
+// An embedder uses this package and package arena:
 //
+//	cfg, err := arena.LoadConfig("config.json")
+//	if err != nil { ... }
+//	plan, err := arena.PlanFor(cfg, arena.DefaultOptions())
+//	if err != nil { ... }
 //	m, err := gpuarena.New(gpuarena.WithGPUMemoryUtilization(0.9))
+//	if err != nil { ... }
 //	defer m.Close()
-//	cfg, _ := arena.LoadConfig("config.json")
-//	plan, _ := arena.PlanFor(cfg, arena.DefaultOptions())
-//	a, _ := m.BuildArena(ctx, plan)
-//	m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error { ... })
+//	if _, err := m.BuildArena(ctx, plan); err != nil { ... }
+//	_, err = m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+//		return dev.CopyHtoD(a.Ptr(arena.TokenIDs), tokenIDs) // tokenIDs: []byte, little-endian u32
+//	})
 //
-// The actors behind it (protoactor-go) stay hidden.
+// Errors are sentinels re-exported here (ErrOutOfMemory, ErrClosed, ...) for
+// errors.Is, and typed errors (*gpuworker.OutOfMemoryError,
+// *arena.OptionError, *arena.ConfigError) for errors.As. The actors behind the
+// manager (protoactor-go) stay hidden.
 package gpuarena

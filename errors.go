@@ -25,9 +25,24 @@ var (
 	ErrSlabAbsent = arena.ErrSlabAbsent
 	// ErrSlabExhausted: a carve past what is left of the slab.
 	ErrSlabExhausted = arena.ErrSlabExhausted
-	// ErrInvalidValue: a bad argument (a nil plan or step, a size ≤ 0, a
-	// pointer or range the ledger does not hold); the error names it.
+	// ErrInvalidCarve: a carve of a size ≤ 0 or an alignment that is not a
+	// power of two.
+	ErrInvalidCarve = arena.ErrInvalidCarve
+	// ErrInvalidValue: a bad argument (a nil plan or step, a size ≤ 0); the
+	// error names it.
 	ErrInvalidValue = gpuworker.ErrInvalidValue
+	// ErrOutOfRange: a Device memset or copy that runs past the end of the
+	// buffer (or allocation) it starts in.
+	ErrOutOfRange = gpuworker.ErrOutOfRange
+	// ErrNotAllocated: a Device pointer that is in no live allocation.
+	ErrNotAllocated = gpuworker.ErrNotAllocated
+	// ErrStepOver: a Device used after its forward step returned.
+	ErrStepOver = gpuworker.ErrStepOver
+	// ErrReentrant: a Manager call from inside a forward step (on the GPU
+	// thread), which would wait for itself.
+	ErrReentrant = gpuworker.ErrReentrant
+	// ErrNoCUDA: the cuda backend was asked for in a build without -tags cuda.
+	ErrNoCUDA = gpuworker.ErrNoCUDA
 	// ErrBackendPanic: the backend panicked; the manager serves no more
 	// requests (Manager.Err) and Close frees what it can.
 	ErrBackendPanic = gpuworker.ErrBackendPanic

@@ -116,6 +116,9 @@ func (m *Manager) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err
 // or Close. Errors: ErrArenaBuilt, ErrReleased, ErrClosed, an
 // *gpuworker.OutOfMemoryError (errors.Is ErrOutOfMemory).
 func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, error) {
+	if err := m.worker.CheckCaller(); err != nil {
+		return nil, err
+	}
 	a, err := m.sup.BuildArena(ctx, plan, m.layout)
 	if err != nil {
 		return nil, err
@@ -126,10 +129,17 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, err
 
 // Forward runs one forward step on the GPU thread. Steps run one at a time,
 // in the order they arrive; step gets the arena and a device handle valid only
-// while it runs. A step whose ctx is done before it starts does not start.
-// It returns how long the step ran. Errors: ErrNoArena, ErrReleased,
-// ErrClosed, the context's, and the step's own.
+// while it runs, and must use nothing else of the manager (a Manager call
+// from inside a step returns ErrReentrant). A step whose ctx is done before it
+// starts does not start; ctx bounds only the wait: a step that has started
+// runs to its end (Forward may return the context's error while it runs), and
+// the next step, Release and Close wait for it. It returns how long the step
+// ran. Errors: ErrNoArena, ErrReleased, ErrClosed, ErrReentrant, ErrStepPanic,
+// the context's, and the step's own.
 func (m *Manager) Forward(ctx context.Context, step func(a *Arena, dev Device) error) (time.Duration, error) {
+	if err := m.worker.CheckCaller(); err != nil {
+		return 0, err
+	}
 	r, err := m.sup.Forward(ctx, step)
 	if r.Duration > 0 {
 		m.forwardHist.Observe(r.Duration.Seconds())
@@ -139,9 +149,13 @@ func (m *Manager) Forward(ctx context.Context, step func(a *Arena, dev Device) e
 
 // CarveSlab carves the next bytes bytes (256-byte aligned) from the slab
 // name, bump-only, and returns the region's pointer and offset in the slab.
-// Errors: ErrSlabAbsent (names the slabs there are), arena.ErrSlabExhausted
-// (names asked, used and capacity), ErrReleased, ErrClosed.
+// Errors: ErrSlabAbsent (names the slabs there are), ErrSlabExhausted
+// (names asked, used and capacity), ErrInvalidCarve (a size ≤ 0),
+// ErrReleased, ErrClosed, ErrReentrant.
 func (m *Manager) CarveSlab(ctx context.Context, name string, bytes int64) (DevicePtr, int64, error) {
+	if err := m.worker.CheckCaller(); err != nil {
+		return 0, 0, err
+	}
 	r, err := m.sup.CarveSlab(ctx, name, bytes, 0)
 	return r.Ptr, r.Offset, err
 }
@@ -155,9 +169,14 @@ func (m *Manager) Stats(ctx context.Context) (Stats, error) { return m.worker.St
 
 // Release frees the arena and the slabs: exhaustive (it walks the buffer
 // table), idempotent (a second call frees nothing twice), and it keeps going
-// after an error, returning the first. Later forward steps and carves get
-// ErrReleased.
+// after an error, returning the first. Later forward steps, carves and builds
+// get ErrReleased. Before any arena was built it frees nothing, returns
+// ErrNoArena, and the manager can still build one. ctx bounds only the wait:
+// once started, a release runs to its end.
 func (m *Manager) Release(ctx context.Context) (ReleaseReport, error) {
+	if err := m.worker.CheckCaller(); err != nil {
+		return ReleaseReport{}, err
+	}
 	r, err := m.sup.Release(ctx)
 	if err == nil {
 		m.logger.Info("gpuarena: released", "allocations", r.Freed, "bytes", r.Bytes, "duration", r.Duration)
@@ -184,14 +203,20 @@ func (m *Manager) Err() error { return m.worker.Err() }
 // supervisor after the release Close does first), or ErrClosed (any request
 // that reaches a supervisor or the GPU actor after it stopped). Nothing they
 // allocated outlives Close.
+//
+// Close waits for a forward step that is running to return. Called from
+// inside a step, it returns ErrReentrant and closes nothing.
 func (m *Manager) Close() error {
+	if err := m.worker.CheckCaller(); err != nil {
+		return err
+	}
 	m.closeOnce.Do(func() {
 		start := time.Now()
 		_, err := m.sup.Release(context.Background())
 		m.sup.Stop()
 		m.worker.Stop()
 		m.system.Shutdown()
-		if errors.Is(err, ErrClosed) && m.worker.Err() == nil {
+		if (errors.Is(err, ErrClosed) && m.worker.Err() == nil) || errors.Is(err, ErrNoArena) {
 			err = nil
 		}
 		m.closeErr = err

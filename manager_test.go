@@ -140,3 +140,44 @@ func TestBuildArenaPastTheBudgetSaysWhy(t *testing.T) {
 		t.Fatalf("a failed build left %d B in the ledger", l.Counters.CurrentBytes)
 	}
 }
+
+// A Manager call from inside a forward step would wait for the GPU thread it
+// runs on; it returns ErrReentrant instead, and the manager keeps serving.
+func TestManagerCallsFromInsideAStep(t *testing.T) {
+	ctx := context.Background()
+	m, err := gpuarena.New(quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.BuildArena(ctx, llamaPlan(t)); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"ledger":  func() error { _, err := m.Ledger(ctx); return err },
+		"forward": func() error { _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); return err },
+		"carve":   func() error { _, _, err := m.CarveSlab(ctx, "x", 256); return err },
+		"release": func() error { _, err := m.Release(ctx); return err },
+		"close":   m.Close,
+	}
+	got := map[string]error{}
+	_, err = m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error {
+		for name, call := range calls {
+			got[name] = call()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range calls {
+		if !errors.Is(got[name], gpuarena.ErrReentrant) {
+			t.Errorf("%s from inside a step: %v, want ErrReentrant", name, got[name])
+		}
+	}
+	if _, err := m.Ledger(ctx); err != nil {
+		t.Fatalf("ledger after the step: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -44,6 +44,10 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 	case *messages.RunForward:
 		m.Reply <- s.forward(m)
 	case *messages.RetireArena:
+		if s.arena == nil && !s.retired {
+			m.Reply <- ErrNoArena // nothing to release: the manager stays buildable
+			return
+		}
 		s.retired = true
 		m.Reply <- s.worker.RetireOwners(nil, []string{messages.ArenaOwner})
 	}

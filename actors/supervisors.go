@@ -139,6 +139,9 @@ func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error
 	if err != nil {
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
 	}
+	if errors.Is(rerr, ErrNoArena) {
+		return messages.ReleaseReply{}, fmt.Errorf("release: %w", rerr)
+	}
 	slabsRetired := make(chan error, 1)
 	if _, err := ask(ctx, s, s.slab, &messages.RetireSlabs{Reply: slabsRetired}, slabsRetired); err != nil {
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)

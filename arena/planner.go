@@ -52,9 +52,20 @@ func (p *planner) hasMamba() bool { return p.cfg.Mamba != nil && p.cfg.Counts.Ma
 // ffnWidth is the widest FFN intermediate of any dense MLP, routed expert or
 // shared expert: max(I, Im, shared). It stands in for "I" wherever a buffer
 // must hold any FFN's activations (fp8_act, lora_*, q2_*).
+//
+// intermediate_size counts only when a layer has a dense MLP: Qwen3-Next
+// gives one (5120) that no layer of the model uses (decoder_sparse_step 1,
+// no mlp_only_layers), while its experts are 512 wide.
 func (p *planner) ffnWidth() int64 {
 	c := p.cfg
-	return max(c.IntermediateSize, c.MoEIntermediateSize, c.SharedExpertIntermediateSize)
+	w := c.SharedExpertIntermediateSize
+	if p.hasMoE() {
+		w = max(w, c.MoEIntermediateSize)
+	}
+	if c.Counts.DenseMLP > 0 {
+		w = max(w, c.IntermediateSize)
+	}
+	return w
 }
 
 // widest is max(H, ffnWidth): the widest GEMM input of a layer.

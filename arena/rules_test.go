@@ -219,7 +219,9 @@ func TestPlanOtherBuffersByHand(t *testing.T) {
 		{"qwen3-next-80b-a3b-thinking.json", SSMDeinterleaved, 201326592}, // 8192 × 12288 × 2
 		{"qwen3-next-80b-a3b-thinking.json", SSMBA, 1048576},              // 8192 × 2·32 × 2
 		{"qwen3-next-80b-a3b-thinking.json", SSMGates, 2097152},           // 8192 × 32·2 × 4
-		{"qwen3-next-80b-a3b-thinking.json", SSMConvOutF32, 268435456},    // 8192 × (2·16·128 + 32·128 = 8192) × 4
+		// Every layer is MoE: intermediate_size (5120) sizes nothing; experts and the shared expert are 512.
+		{"qwen3-next-80b-a3b-thinking.json", FP8Act, 16777216},         // 8192 × max(H 2048, 512) × 1
+		{"qwen3-next-80b-a3b-thinking.json", SSMConvOutF32, 268435456}, // 8192 × (2·16·128 + 32·128 = 8192) × 4
 		// W + U + u_c = 3 × 8192·32·128 = 100663296; S = ⌈8192/64⌉=128 · 32·128·128 = 67108864; × 2
 		{"qwen3-next-80b-a3b-thinking.json", GDNFLAScratch, 335544320},
 		{"qwen3-next-80b-a3b-thinking.json", SplitKWorkspace, 67633152}, // 256 × 16 × 16 × (256+2) × 4

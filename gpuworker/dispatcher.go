@@ -36,6 +36,12 @@ type PinnedDispatcher struct {
 	parked atomic.Bool
 	hot    atomic.Bool
 
+	// running is true while a scheduled function runs; tid is the pinned
+	// thread's id. Together they tell a caller that it is running on the
+	// pinned goroutine (onPinnedThread).
+	running atomic.Bool
+	tid     atomic.Int64
+
 	// threads holds the OS thread ids the goroutine has run on, read when it
 	// starts and each time it wakes from parking (the only points where the
 	// runtime could have moved an unlocked goroutine). It is read and written
@@ -95,6 +101,7 @@ func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
 func (d *PinnedDispatcher) run() {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	defer close(d.exited)
+	d.tid.Store(int64(unix.Gettid()))
 	d.recordThread()
 	for {
 		fn, ok := d.poll()
@@ -107,8 +114,18 @@ func (d *PinnedDispatcher) run() {
 			}
 			d.recordThread()
 		}
+		d.running.Store(true)
 		fn()
+		d.running.Store(false)
 	}
+}
+
+// onPinnedThread reports whether the caller runs on the pinned goroutine,
+// i.e. inside a function it is running (a forward step). Only while one runs
+// does it cost a gettid: a locked thread runs no other goroutine, so the
+// thread id identifies the goroutine.
+func (d *PinnedDispatcher) onPinnedThread() bool {
+	return d.running.Load() && int64(unix.Gettid()) == d.tid.Load()
 }
 
 // recordThread records the OS thread the goroutine runs on (a gettid system

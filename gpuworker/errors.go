@@ -20,6 +20,10 @@ var (
 	ErrNotOwner = errors.New("pointer is held by another owner")
 	// ErrOutOfRange: a memset or copy runs past the end of the allocation it starts in.
 	ErrOutOfRange = errors.New("range is outside the allocation")
+	// ErrReentrant: a call that waits for the GPU actor made on the GPU
+	// thread itself, from inside a forward step; it would wait forever. A step
+	// may use only the Device it is given.
+	ErrReentrant = errors.New("called from inside a forward step, on the GPU thread: a step may use only its Device")
 	// ErrClosed: the GPU actor has stopped.
 	ErrClosed = errors.New("gpu worker is closed")
 	// ErrBackendPanic: the backend panicked; the GPU actor stops serving and

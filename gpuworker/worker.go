@@ -158,6 +158,10 @@ func (w *Worker) Stop() {
 
 // ask sends msg to the GPU actor and waits for its reply.
 func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, error) {
+	if err := w.CheckCaller(); err != nil {
+		var zero R
+		return zero, err
+	}
 	select {
 	case <-w.closing:
 		var zero R
@@ -178,6 +182,17 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 		}
 	}
 	return r, err
+}
+
+// CheckCaller returns ErrReentrant when called on the GPU thread, from inside
+// a forward step, where waiting for the GPU actor would wait forever; nil
+// anywhere else. Every call of the worker checks it; callers that wait for the
+// worker through another actor check it first.
+func (w *Worker) CheckCaller() error {
+	if w.dispatcher.onPinnedThread() {
+		return ErrReentrant
+	}
+	return nil
 }
 
 // Ping makes a round trip to the GPU thread without calling the backend

@@ -187,15 +187,19 @@ func TestBadInputCarveSlab(t *testing.T) {
 }
 
 // Release, Ledger, MemInfo and Stats after Close answer ErrClosed; Release
-// before a build and a second Release free nothing and say so.
+// before a build frees nothing, says ErrNoArena, and leaves the manager
+// buildable.
 func TestBadInputAfterClose(t *testing.T) {
 	sim := newSim(t, gpuworker.HostSimConfig{})
 	m := simManager(t, sim)
 	ctx := context.Background()
 	for range 2 {
-		if r, err := m.Release(ctx); err != nil || r.Freed != 0 {
-			t.Fatalf("release with nothing built: %+v, %v", r, err)
+		if r, err := m.Release(ctx); !errors.Is(err, gpuarena.ErrNoArena) || r.Freed != 0 {
+			t.Fatalf("release with nothing built: %+v, %v; want ErrNoArena", r, err)
 		}
+	}
+	if _, err := m.BuildArena(ctx, smallPlan()); err != nil {
+		t.Fatalf("build after a release with nothing built: %v", err)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)

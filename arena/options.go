@@ -11,7 +11,8 @@ type Options struct {
 	MaxSeqLen int64
 	// KVBlockSize (kv_block_size) is the tokens per paged KV-cache block. Default 16.
 	KVBlockSize int64
-	// MaxBatchSize (max_batch_size) is the most sequences in one decode step. Default 256.
+	// MaxBatchSize (max_batch_size) is the most sequences in one decode step.
+	// Default min(256, MaxBatchTokens).
 	MaxBatchSize int64
 	// KMax (k_max) is the number of speculative tokens verified per step. Default 3.
 	KMax int64

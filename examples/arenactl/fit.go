@@ -67,6 +67,9 @@ func newFitCmd(a *app) *cobra.Command {
 
 // options turns the flags into arena.FitOptions.
 func (c *fitCmd) options() (arena.FitOptions, error) {
+	if !(c.utilization > 0 && c.utilization <= 1) {
+		return arena.FitOptions{}, fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1]", c.utilization)
+	}
 	o := arena.FitOptions{
 		GPUMemoryUtilization: c.utilization,
 		ReserveBytes:         int64(c.reserve),

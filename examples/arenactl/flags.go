@@ -117,6 +117,9 @@ func (b *backendFlags) register(fs *pflag.FlagSet, withOrdinal bool) {
 func (b *backendFlags) config(ordinal int, changed func(string) bool) (gpuworker.BackendConfig, error) {
 	switch b.kind {
 	case gpuworker.KindHostSim:
+		if b.memory <= 0 {
+			return gpuworker.BackendConfig{}, fmt.Errorf("--device-memory %d: must be positive", int64(b.memory))
+		}
 		if changed("device") && ordinal != 0 {
 			return gpuworker.BackendConfig{}, fmt.Errorf("--device %d: hostsim has one device, ordinal 0", ordinal)
 		}

@@ -4,10 +4,13 @@
 //	arenactl fit     --config config.json   does the plan fit the device?
 //	arenactl run                            build, run forward steps, release
 //	arenactl devices                        list the visible devices
+//	arenactl bench                          the GPU actor against its peers
+//	arenactl soak    --duration 10m         mixed load, closing under load
 //
-// Every command takes --log-level; plan, fit, run and devices take --json.
-// Exit status: 0 success; 1 a negative answer (fit: does not fit; run: an
-// invariant failed); 2 an error (bad flag, bad config, device failure).
+// Every command takes --log-level; plan, fit, run, devices and bench take
+// --json. Exit status: 0 success; 1 a negative answer (fit: does not fit;
+// run, soak: an invariant failed); 2 an error (bad flag, bad config, device
+// failure).
 package main
 
 import (

@@ -15,13 +15,15 @@ type app struct {
 
 const rootLong = `arenactl sizes the GPU memory arena of an LLM forward pass from a Hugging
 Face config.json (plan), checks it against a device (fit), builds it on a
-device and runs forward steps on it (run), and lists devices (devices).
+device and runs forward steps on it (run), lists devices (devices), measures
+the GPU actor against its peers (bench), and runs mixed load for a long time,
+closing under load (soak).
 
 Logs go to stderr (slog text), at --log-level (default warn).
 
 Exit status:
   0  success
-  1  a negative answer: fit does not fit; run found an invariant broken
+  1  a negative answer: fit does not fit; run or soak found an invariant broken
   2  an error: bad flag or config, device or backend failure`
 
 // newRootCmd builds the command tree. Commands write their output to

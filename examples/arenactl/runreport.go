@@ -120,7 +120,7 @@ func (r *runReport) LogValue() slog.Value {
 func writeRunText(w io.Writer, r *runReport) {
 	fmt.Fprintf(w, "run %s (%s) on %s %q: %d steps from %d clients\n\n", r.ModelType, r.Config, r.Backend, r.Device, r.Steps, r.Clients)
 	tw := newTable(w)
-	row(tw, "device", fmt.Sprintf("%s total, budget %s, preflight fit: %s (%d KV blocks)",
+	row(tw, "device", fmt.Sprintf("%s total, budget %s, preflight fit of the arena (weights and reserve left out): %s (%d KV blocks)",
 		human(r.DeviceTotalBytes), human(r.BudgetBytes), yesNo(r.Fits, "fits", "does not fit"), r.KVBlocks))
 	row(tw, "arena", fmt.Sprintf("%s, %s layout, slabs: %d, built in %.2f ms",
 		bytesAndHuman(r.ArenaBytes), r.Layout, r.Slabs, r.BuildMS))

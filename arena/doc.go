@@ -1,0 +1,21 @@
+// Package arena sizes the memory of an LLM inference server before anything
+// touches a device. It is pure computation: no goroutines, no actors, no GPU.
+//
+//   - ParseConfig / LoadConfig read a Hugging Face config.json into a
+//     ModelConfig for every family gpuarena knows (dense Llama/Qwen3/Mixtral,
+//     Qwen3-MoE, gpt-oss, Qwen3-Next, DeepSeek-V3 and V4, Nemotron-H), and
+//     plan an unknown model_type with the standard dense fields as dense.
+//   - PlanFor sizes every intermediate buffer of one forward step (the buffer
+//     table: one rule per BufferID, in rules.go, each with the source of its
+//     formula) for the serving Options (max_batch_tokens, max_seq_len,
+//     kv_block_size, max_batch_size, k_max, lora_max_rank, fp8_rowwise).
+//   - NewPoolLayout places a plan's buffers in one allocation;
+//     NewDecodeMetaLayout lays out the decode metadata; CarveSlab is the slab
+//     carve arithmetic.
+//   - EstimateWeights sizes the weights tensor by tensor; NewKVLayout the KV
+//     cache and per-sequence state; Fit prices all of it against a device and
+//     gpu_memory_utilization, and says what would make a plan fit.
+//
+// Every size is in bytes and computed with overflow checks; bad input gives a
+// *ConfigError or *OptionError naming the field, never a panic.
+package arena

@@ -153,8 +153,11 @@ func TestManagerCallsFromInsideAStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := map[string]func() error{
-		"ledger":  func() error { _, err := m.Ledger(ctx); return err },
-		"forward": func() error { _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); return err },
+		"ledger": func() error { _, err := m.Ledger(ctx); return err },
+		"forward": func() error {
+			_, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil })
+			return err
+		},
 		"carve":   func() error { _, _, err := m.CarveSlab(ctx, "x", 256); return err },
 		"release": func() error { _, err := m.Release(ctx); return err },
 		"close":   m.Close,

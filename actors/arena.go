@@ -93,6 +93,8 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 		return nil, fmt.Errorf("build arena: %w (%s, %s)", ErrArenaBuilt, s.arena.Plan.ModelType, arena.HumanBytes(s.arena.Plan.BufferBytes))
 	case m.Plan == nil:
 		return nil, fmt.Errorf("build arena: %w: nil plan", gpuworker.ErrInvalidValue)
+	case m.Plan.TotalBytes <= 0:
+		return nil, fmt.Errorf("build arena: %w: the plan has no buffers (total_bytes %d); make it with arena.PlanFor", gpuworker.ErrInvalidValue, m.Plan.TotalBytes)
 	case m.Layout != "" && m.Layout != messages.LayoutPooled && m.Layout != messages.LayoutDiscrete:
 		return nil, fmt.Errorf("build arena: layout %q: %w: want %q or %q", m.Layout, gpuworker.ErrInvalidValue, messages.LayoutPooled, messages.LayoutDiscrete)
 	case m.Ctx != nil && m.Ctx.Err() != nil:

@@ -27,7 +27,9 @@ const (
 const PoolLabel = "arena_pool"
 
 // Arena is a built arena: one device pointer per BufferID, NULL for a buffer
-// the plan leaves out. It is immutable once built.
+// the plan leaves out. The manager and every forward step share it, and its
+// Plan: treat both as read-only. (Changing them cannot reach memory the arena
+// does not own: every Device range is checked against the ledger.)
 type Arena struct {
 	Plan *arena.Plan
 	// Ptrs is indexed by BufferID.

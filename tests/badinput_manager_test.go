@@ -86,6 +86,7 @@ func TestBadInputBuildArena(t *testing.T) {
 	}
 	runBad(t, []badCase{
 		{"nil plan", build(nil), gpuarena.ErrInvalidValue, []string{"nil plan"}},
+		{"empty plan", build(&arena.Plan{}), gpuarena.ErrInvalidValue, []string{"no buffers", "arena.PlanFor"}},
 		{"slab without a name", build(plan(func(p *arena.Plan) { p.Slabs[0].Name = "" })), gpuarena.ErrInvalidValue, []string{"empty name"}},
 		{"slab named twice", build(plan(func(p *arena.Plan) { p.Slabs = append(p.Slabs, p.Slabs[0]) })), gpuarena.ErrInvalidValue, []string{`"w"`, "twice"}},
 		{"slab of 0 B", build(plan(func(p *arena.Plan) { p.Slabs[0].Bytes = 0 })), gpuarena.ErrInvalidValue, []string{`"w"`, "> 0"}},

@@ -49,7 +49,7 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 			return
 		}
 		s.retired = true
-		m.Reply <- s.worker.RetireOwners(nil, []string{messages.ArenaOwner})
+		m.Reply <- s.worker.RetireOwners(uncancelled, []string{messages.ArenaOwner})
 	}
 }
 
@@ -66,7 +66,7 @@ func (s *arenaSupervisor) rebuild(c actor.Context) {
 	}
 	s.arena, s.retired = st.arena, st.retired
 	for _, e := range st.orphans {
-		if err := s.worker.Free(nil, e.Owner, e.Ptr); err != nil {
+		if err := s.worker.Free(uncancelled, e.Owner, e.Ptr); err != nil {
 			s.cfg.logger.Error("arena supervisor: free an unfinished build's allocation", "label", e.Label, "owner", e.Owner, "bytes", e.Bytes, "err", err)
 		}
 	}
@@ -111,7 +111,7 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 		s.cfg.hook("arena", PointBuildAllocated)
 		// Tagging makes the build a built arena in the ledger, at once for
 		// every allocation: a restarted supervisor finds it there.
-		_, err = s.worker.TagOwners(nil, planOwners(m.Plan), a)
+		_, err = s.worker.TagOwners(uncancelled, planOwners(m.Plan), a)
 	}
 	if err != nil {
 		if ferr := s.freeAll(m.Plan); ferr != nil {
@@ -167,14 +167,14 @@ func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*m
 		return nil, err
 	}
 	for _, spec := range plan.Slabs {
-		ptr, err := s.worker.Alloc(nil, messages.SlabOwner(spec.Name), spec.Name, spec.Bytes)
+		ptr, err := s.worker.Alloc(uncancelled, messages.SlabOwner(spec.Name), spec.Name, spec.Bytes)
 		if err != nil {
 			return nil, fmt.Errorf("slab %s: %w", spec.Name, err)
 		}
 		a.Slabs = append(a.Slabs, messages.Slab{Name: spec.Name, Ptr: ptr, Bytes: spec.Bytes})
 	}
 	if p := a.Ptrs[arena.NormUnitW]; p != 0 {
-		if err := s.worker.Memset(nil, p, 0, a.Bytes(arena.NormUnitW)); err != nil {
+		if err := s.worker.Memset(uncancelled, p, 0, a.Bytes(arena.NormUnitW)); err != nil {
 			return nil, fmt.Errorf("zero-fill norm_unit_w: %w", err)
 		}
 	}
@@ -186,7 +186,7 @@ func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*m
 func (s *arenaSupervisor) freeAll(plan *arena.Plan) error {
 	var first error
 	for _, o := range planOwners(plan) {
-		if _, err := s.worker.FreeOwner(nil, o); err != nil && first == nil {
+		if _, err := s.worker.FreeOwner(uncancelled, o); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -233,7 +233,7 @@ func (s *arenaSupervisor) allocPooled(plan *arena.Plan) (*messages.Arena, error)
 			views = append(views, messages.PoolView{Label: id.String(), Offset: off, Bytes: plan.Buffers[id].Bytes})
 		}
 	}
-	pool, err := s.worker.AllocPool(nil, messages.ArenaOwner, messages.PoolLabel, layout.Bytes, views)
+	pool, err := s.worker.AllocPool(uncancelled, messages.ArenaOwner, messages.PoolLabel, layout.Bytes, views)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func (s *arenaSupervisor) allocDiscrete(plan *arena.Plan) (*messages.Arena, erro
 			items = append(items, messages.AllocItem{Label: id.String(), Bytes: b.Bytes})
 		}
 	}
-	ptrs, err := s.worker.AllocBatch(nil, messages.ArenaOwner, items)
+	ptrs, err := s.worker.AllocBatch(uncancelled, messages.ArenaOwner, items)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func reserved(owner string) bool {
 // GPU actor with no context: it runs when a supervisor starts, before any
 // request is served.
 func readLedger(w *gpuworker.Worker) (ledgerState, error) {
-	l, err := w.Ledger(nil)
+	l, err := w.Ledger(uncancelled)
 	if err != nil {
 		return ledgerState{}, err
 	}

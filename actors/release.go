@@ -167,5 +167,5 @@ func (s *releaseSupervisor) releaseOne(r *messages.ReleaseReply, res resource) *
 
 // free frees ptr with no context: once started, a release is never cut short.
 func (s *releaseSupervisor) free(owner string, ptr messages.DevicePtr) error {
-	return s.worker.Free(nil, owner, ptr)
+	return s.worker.Free(uncancelled, owner, ptr)
 }

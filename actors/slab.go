@@ -105,7 +105,7 @@ func (s *slabSupervisor) carve(m *messages.CarveSlab) messages.CarveSlabReply {
 	// Record the carve before handing it out, with no context: once started,
 	// a carve is either recorded and answered, or neither.
 	view := messages.PoolView{Label: fmt.Sprintf("%s carve@%d", m.Name, off), Offset: off, Bytes: m.Bytes}
-	if err := s.worker.AddView(nil, messages.SlabOwner(m.Name), st.Ptr, view); err != nil {
+	if err := s.worker.AddView(uncancelled, messages.SlabOwner(m.Name), st.Ptr, view); err != nil {
 		return messages.CarveSlabReply{Err: fmt.Errorf("carve %d B from slab %s: %w", m.Bytes, m.Name, err)}
 	}
 	st.used = used

@@ -120,6 +120,10 @@ func (c *soakCmd) run(cmd *cobra.Command, _ []string) error {
 	rep, err := s.run(cmd.Context())
 	if rep != nil {
 		rep.writeSummary(cmd.OutOrStdout(), s)
+		if cmd.Context().Err() != nil {
+			// Ctrl-C ends a soak early; what ran was still checked.
+			fmt.Fprintf(cmd.OutOrStdout(), "interrupted before --duration %s\n", c.duration)
+		}
 	}
 	if err != nil {
 		return err

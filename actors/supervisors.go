@@ -147,7 +147,7 @@ func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
 	}
 	reply := make(chan messages.ReleaseReply, 1)
-	r, err := ask(ctx, s, s.release, &messages.Release{Ctx: ctx, Reply: reply}, reply)
+	r, err := ask(ctx, s, s.release, &messages.Release{Reply: reply}, reply)
 	if err != nil {
 		return r, err
 	}

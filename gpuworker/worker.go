@@ -290,11 +290,11 @@ func (w *Worker) Forward(ctx context.Context, step func(messages.Device) error) 
 // Ledger returns a snapshot of the ledger.
 func (w *Worker) Ledger(ctx context.Context) (messages.Ledger, error) {
 	reply := make(chan messages.Ledger, 1)
-	return ask(ctx, w, &messages.LedgerSnapshot{Ctx: ctx, Reply: reply}, reply)
+	return ask(ctx, w, &messages.LedgerSnapshot{Reply: reply}, reply)
 }
 
 // Stats returns how the worker has run.
 func (w *Worker) Stats(ctx context.Context) (messages.WorkerStats, error) {
 	reply := make(chan messages.WorkerStats, 1)
-	return ask(ctx, w, &messages.Stats{Ctx: ctx, Reply: reply}, reply)
+	return ask(ctx, w, &messages.Stats{Reply: reply}, reply)
 }

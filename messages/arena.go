@@ -138,9 +138,10 @@ type RegisterSlab struct {
 
 // Release asks the release supervisor to free every registered resource, in
 // reverse order of registration, walking each arena's buffer table
-// backwards; it keeps going after an error. Reply: ReleaseReply.
+// backwards; it keeps going after an error. It carries no context: once
+// started, a release runs to its end (the caller's context bounds only its
+// wait). Reply: ReleaseReply.
 type Release struct {
-	Ctx   context.Context
 	Reply chan<- ReleaseReply
 }
 

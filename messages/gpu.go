@@ -188,15 +188,16 @@ type Ping struct {
 	Reply chan<- error
 }
 
-// LedgerSnapshot asks for a copy of the ledger. Reply: Ledger.
+// LedgerSnapshot asks for a copy of the ledger; it is answered even after a
+// backend panic, and carries no context (reading the ledger changes
+// nothing). Reply: Ledger.
 type LedgerSnapshot struct {
-	Ctx   context.Context
 	Reply chan<- Ledger
 }
 
-// Stats asks the GPU actor how it has run. Reply: WorkerStats.
+// Stats asks the GPU actor how it has run; like LedgerSnapshot it carries no
+// context. Reply: WorkerStats.
 type Stats struct {
-	Ctx   context.Context
 	Reply chan<- WorkerStats
 }
 

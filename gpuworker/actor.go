@@ -25,6 +25,7 @@ type gpuActor struct {
 	backend  Backend
 	budget   int64
 	ledger   *ledger
+	ops      deviceHandle // checks and runs memset and copy requests
 	messages uint64
 	// fatal is set when the backend panicked; every later request gets it.
 	fatal error
@@ -75,6 +76,7 @@ func (a *gpuActor) escaped() {
 
 func (a *gpuActor) start() {
 	a.ledger = newLedger()
+	a.ops = deviceHandle{a: a}
 	var b Backend
 	err := a.guard("open backend", func() error {
 		var err error

@@ -32,13 +32,13 @@ func (a *gpuActor) handle(msg any) {
 	case *messages.Memset:
 		err := a.usable(m.Ctx)
 		if err == nil {
-			err = a.device().Memset(m.Ptr, m.Value, m.Bytes)
+			err = a.ops.Memset(m.Ptr, m.Value, m.Bytes)
 		}
 		m.Reply <- err
 	case *messages.CopyHtoD:
 		err := a.usable(m.Ctx)
 		if err == nil {
-			err = a.device().CopyHtoD(m.Dst, m.Src)
+			err = a.ops.CopyHtoD(m.Dst, m.Src)
 		}
 		m.Reply <- err
 	case *messages.CopyDtoH:
@@ -46,7 +46,7 @@ func (a *gpuActor) handle(msg any) {
 	case *messages.CopyDtoD:
 		err := a.usable(m.Ctx)
 		if err == nil {
-			err = a.device().CopyDtoD(m.Dst, m.Src, m.Bytes)
+			err = a.ops.CopyDtoD(m.Dst, m.Src, m.Bytes)
 		}
 		m.Reply <- err
 	case *messages.MemInfo:
@@ -226,11 +226,13 @@ func (a *gpuActor) copyDtoH(m *messages.CopyDtoH) messages.CopyDtoHReply {
 	if err := a.usable(m.Ctx); err != nil {
 		return messages.CopyDtoHReply{Err: err}
 	}
-	if err := a.ledger.checkRange(m.Src, m.Bytes); err != nil {
-		return messages.CopyDtoHReply{Err: fmt.Errorf("copy device→host: %w", err)}
+	// Check the range before making the host buffer: a bad request must not
+	// allocate m.Bytes of host memory.
+	if err := a.ops.check("copy device→host", m.Src, m.Bytes); err != nil {
+		return messages.CopyDtoHReply{Err: err}
 	}
 	data := make([]byte, m.Bytes)
-	if err := a.device().CopyDtoH(data, m.Src); err != nil {
+	if err := a.guard("copy device→host", func() error { return a.backend.CopyDtoH(data, m.Src) }); err != nil {
 		return messages.CopyDtoHReply{Err: err}
 	}
 	return messages.CopyDtoHReply{Data: data}

@@ -13,6 +13,8 @@ type deviceHandle struct {
 	dead bool
 }
 
+// device is the handle of one forward step; it dies when the step returns.
+// Memset and copy requests use the actor's own handle, a.ops, which never dies.
 func (a *gpuActor) device() *deviceHandle { return &deviceHandle{a: a} }
 
 func (d *deviceHandle) invalidate() { d.dead = true }

@@ -170,8 +170,18 @@ func (d *PinnedDispatcher) park() (func(), bool) {
 	}
 }
 
-// Schedule hands fn to the pinned goroutine. After Stop it drops fn.
+// Schedule hands fn to the pinned goroutine. After Stop fn is never run.
+//
+// It tries a plain send first: a select over two channels locks both, and
+// the lock on work, which the spinning goroutine polls, then convoys. On the
+// 2-vCPU development VM that alone took one client's empty round trip from a
+// p50 of 0.58 µs to 2.8 µs in about half of the runs (docs/performance.md).
 func (d *PinnedDispatcher) Schedule(fn func()) {
+	select {
+	case d.work <- fn:
+		return
+	default:
+	}
 	select {
 	case d.work <- fn:
 	case <-d.stop:

@@ -98,7 +98,10 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready, status: status}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(d),
-		actor.WithMailbox(actor.Unbounded(depth)),
+		// The lock-free queue: the default one takes a mutex on every post
+		// and every receive, one more cache line passed between the callers'
+		// threads and the GPU thread (p50 −15% on one client's round trip).
+		actor.WithMailbox(actor.UnboundedLockfree(depth)),
 	)
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	// Copy: RootContext.WithGuardian sets the guardian on the context it is

@@ -121,6 +121,10 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 // PID is the GPU actor's address, for actors that message it directly.
 func (w *Worker) PID() *actor.PID { return w.pid }
 
+// Spin is how long the GPU thread spins for the next request, and a caller
+// polls for its reply, before parking (WithSpin; 0: neither does).
+func (w *Worker) Spin() time.Duration { return w.dispatcher.spin }
+
 // Info describes the device the worker drives.
 func (w *Worker) Info() DeviceInfo { return w.info }
 
@@ -159,8 +163,14 @@ func (w *Worker) Stop() {
 	<-w.stopped
 }
 
-// ask sends msg to the GPU actor and waits for its reply.
+// ask sends msg to the GPU actor and waits for its reply; a caller alone in
+// the mailbox polls for it while the GPU thread works (DefaultBusyPoll).
 func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, error) {
+	return askBusy(ctx, w, msg, reply, DefaultBusyPoll)
+}
+
+// askBusy is ask with the busy poll busy (0: poll for the spin only).
+func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, busy time.Duration) (R, error) {
 	if err := w.CheckCaller(); err != nil {
 		var zero R
 		return zero, err
@@ -174,8 +184,9 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 	var r R
 	var err error
 	if w.dispatcher.spin > 0 && w.depth.load() == 0 {
-		// Alone in the mailbox: the reply comes within microseconds.
-		r, err = askPolling(ctx, w, msg, reply)
+		// Alone in the mailbox: the reply comes within microseconds, or
+		// as soon as the driver call it waits for returns.
+		r, err = askPolling(ctx, w, msg, reply, busy)
 	} else {
 		r, err = Ask(ctx, w.system.Root, w.pid, msg, reply, w.status.exited)
 	}
@@ -286,7 +297,9 @@ func (w *Worker) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err 
 // Forward runs step on the GPU thread; see messages.Forward.
 func (w *Worker) Forward(ctx context.Context, step func(messages.Device) error) (time.Duration, error) {
 	reply := make(chan messages.ForwardReply, 1)
-	r, err := ask(ctx, w, &messages.Forward{Ctx: ctx, Step: step, Reply: reply}, reply)
+	// A step runs the embedder's code for an unknown time: poll for the
+	// spin only.
+	r, err := askBusy(ctx, w, &messages.Forward{Ctx: ctx, Step: step, Reply: reply}, reply, 0)
 	return r.Duration, errors.Join(err, r.Err)
 }
 

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -16,9 +15,6 @@ type child struct {
 	pid      *actor.PID
 	gone     chan struct{}
 	goneOnce sync.Once
-	// waiting counts the callers waiting for one of its replies: a caller
-	// that finds none before it polls (ask).
-	waiting atomic.Int32
 }
 
 func newChild(name string) *child { return &child{name: name, gone: make(chan struct{})} }

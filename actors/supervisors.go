@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -72,27 +71,18 @@ func (s *Supervisors) Stop() {
 
 // ask sends msg to the supervisor ch and waits for its reply, for ctx, or for
 // the supervisor to stop for good: ErrClosed after Stop, ErrSupervisorStopped
-// when it stopped after repeated failures.
-//
-// A caller that is the only one waiting on ch polls for the reply for up to
-// poll (gpuworker.AskPolling) before it parks, so a reply that comes within
-// poll costs no thread wake-up; others park at once, and so does every
-// caller of a worker with no spin (gpuworker.WithSpin(0)).
-func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <-chan R, poll time.Duration) (R, error) {
+// when it stopped after repeated failures. Every request to a supervisor
+// leads to requests to the GPU actor: the GPU thread is told to expect them
+// (gpuworker.Worker.Expect).
+func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <-chan R) (R, error) {
 	select {
 	case <-s.closing:
 		var zero R
 		return zero, gpuworker.ErrClosed
 	default:
 	}
-	var r R
-	var err error
-	if ch.waiting.Add(1) == 1 && poll > 0 && s.worker.Spin() > 0 {
-		r, err = gpuworker.AskPolling(ctx, s.system.Root, ch.pid, msg, reply, ch.gone, poll)
-	} else {
-		r, err = gpuworker.Ask(ctx, s.system.Root, ch.pid, msg, reply, ch.gone)
-	}
-	ch.waiting.Add(-1)
+	s.worker.Expect()
+	r, err := gpuworker.Ask(ctx, s.system.Root, ch.pid, msg, reply, ch.gone)
 	if errors.Is(err, gpuworker.ErrClosed) {
 		select {
 		case <-s.closing:
@@ -110,7 +100,7 @@ func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <
 // worker's (an *gpuworker.OutOfMemoryError when a buffer does not fit).
 func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
 	reply := make(chan messages.BuildArenaReply, 1)
-	r, err := ask(ctx, s, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply, gpuworker.DefaultBusyPoll)
+	r, err := ask(ctx, s, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +112,7 @@ func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout m
 // error, ErrSupervisorPanic, ErrClosed, and the step's.
 func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (messages.ForwardReply, error) {
 	reply := make(chan messages.ForwardReply, 1)
-	r, err := ask(ctx, s, s.arena, &messages.RunForward{Ctx: ctx, Step: step, Reply: reply}, reply, s.worker.Spin())
+	r, err := ask(ctx, s, s.arena, &messages.RunForward{Ctx: ctx, Step: step, Reply: reply}, reply)
 	if err != nil {
 		return r, err
 	}
@@ -135,7 +125,7 @@ func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (mes
 // ErrReleased, the context's error, ErrSupervisorPanic, ErrClosed.
 func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align int64) (messages.CarveSlabReply, error) {
 	reply := make(chan messages.CarveSlabReply, 1)
-	r, err := ask(ctx, s, s.slab, &messages.CarveSlab{Ctx: ctx, Name: name, Bytes: bytes, Align: align, Reply: reply}, reply, gpuworker.DefaultBusyPoll)
+	r, err := ask(ctx, s, s.slab, &messages.CarveSlab{Ctx: ctx, Name: name, Bytes: bytes, Align: align, Reply: reply}, reply)
 	if err != nil {
 		return r, err
 	}
@@ -148,7 +138,7 @@ func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align i
 // started; ctx bounds only the wait. It returns the first error.
 func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error) {
 	retired := make(chan error, 1)
-	rerr, err := ask(ctx, s, s.arena, &messages.RetireArena{Reply: retired}, retired, gpuworker.DefaultBusyPoll)
+	rerr, err := ask(ctx, s, s.arena, &messages.RetireArena{Reply: retired}, retired)
 	if err != nil {
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
 	}
@@ -156,11 +146,11 @@ func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", rerr)
 	}
 	slabsRetired := make(chan error, 1)
-	if _, err := ask(ctx, s, s.slab, &messages.RetireSlabs{Reply: slabsRetired}, slabsRetired, gpuworker.DefaultBusyPoll); err != nil {
+	if _, err := ask(ctx, s, s.slab, &messages.RetireSlabs{Reply: slabsRetired}, slabsRetired); err != nil {
 		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
 	}
 	reply := make(chan messages.ReleaseReply, 1)
-	r, err := ask(ctx, s, s.release, &messages.Release{Reply: reply}, reply, gpuworker.DefaultBusyPoll)
+	r, err := ask(ctx, s, s.release, &messages.Release{Reply: reply}, reply)
 	if err != nil {
 		return r, err
 	}

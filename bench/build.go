@@ -12,19 +12,42 @@ import (
 	"github.com/gpuarena/gpuarena/messages"
 )
 
-// BuildSample is the durations of n build-and-release cycles.
+// BuildSample is the durations of n build-and-release cycles: each build's
+// and each release's wall time, and the part of it spent inside the
+// backend's Alloc, Free and Memset calls (Driver).
 type BuildSample struct {
-	Build, Release []time.Duration
+	Build, Release             []time.Duration
+	BuildDriver, ReleaseDriver []time.Duration
 }
 
 func newBuildSample(n int) BuildSample {
-	return BuildSample{Build: make([]time.Duration, 0, n), Release: make([]time.Duration, 0, n)}
+	return BuildSample{Build: make([]time.Duration, 0, n), Release: make([]time.Duration, 0, n),
+		BuildDriver: make([]time.Duration, 0, n), ReleaseDriver: make([]time.Duration, 0, n)}
+}
+
+// add appends one cycle: build and release wall times and driver times.
+func (s *BuildSample) add(build, release, buildDriver, releaseDriver time.Duration) {
+	s.Build, s.Release = append(s.Build, build), append(s.Release, release)
+	s.BuildDriver, s.ReleaseDriver = append(s.BuildDriver, buildDriver), append(s.ReleaseDriver, releaseDriver)
 }
 
 // Summaries summarises the builds and the releases; each one's wall time is
 // the sum of its durations (the cycles run one after another).
 func (s BuildSample) Summaries() (build, release Summary) {
 	return Summarize(s.Build, sum(s.Build)), Summarize(s.Release, sum(s.Release))
+}
+
+// DriverMeans are the mean times a build and a release spent inside the
+// backend's calls.
+func (s BuildSample) DriverMeans() (build, release time.Duration) {
+	return mean(s.BuildDriver), mean(s.ReleaseDriver)
+}
+
+func mean(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return sum(d) / time.Duration(len(d))
 }
 
 func sum(d []time.Duration) time.Duration {
@@ -49,7 +72,8 @@ type ActorBuild struct {
 
 // Cycle makes one timed build and release and appends their durations to s.
 func (a ActorBuild) Cycle(s *BuildSample) error {
-	m, err := gpuarena.New(gpuarena.WithBackendFactory(a.Factory), gpuarena.WithArenaLayout(a.Layout),
+	var clock driverClock
+	m, err := gpuarena.New(gpuarena.WithBackendFactory(clock.factory(a.Factory)), gpuarena.WithArenaLayout(a.Layout),
 		gpuarena.WithDispatcherSpin(a.Spin), gpuarena.WithLogger(quiet))
 	if err != nil {
 		return err
@@ -62,15 +86,15 @@ func (a ActorBuild) Cycle(s *BuildSample) error {
 	// registry allocates ~1,000 shard maps); collect it now, or the build
 	// pays for it in GC assists that a server building once never sees.
 	settle()
-	t0 := time.Now()
+	d0, t0 := clock.elapsed(), time.Now()
 	_, err = m.BuildArena(ctx, a.Plan)
-	t1 := time.Now()
+	t1, d1 := time.Now(), clock.elapsed()
 	if err == nil {
 		_, err = m.Release(ctx)
 	}
-	t2 := time.Now()
+	t2, d2 := time.Now(), clock.elapsed()
 	if err == nil {
-		s.Build, s.Release = append(s.Build, t1.Sub(t0)), append(s.Release, t2.Sub(t1))
+		s.add(t1.Sub(t0), t2.Sub(t1), d1-d0, d2-d1)
 	}
 	return errors.Join(err, m.Close())
 }
@@ -140,14 +164,16 @@ func (d *DirectBuild) Allocations() int { return len(d.sizes) }
 // Cycle makes one timed build and release on b and appends their durations
 // to s. On an error it frees what it allocated.
 func (d *DirectBuild) Cycle(b gpuworker.Backend, s *BuildSample, ptrs []messages.DevicePtr) error {
+	var clock driverClock
+	b = clock.wrap(b)
 	ptrs = ptrs[:0]
 	t0 := time.Now()
 	err := d.build(b, &ptrs)
-	t1 := time.Now()
+	t1, d1 := time.Now(), clock.elapsed()
 	ferr := free(b, ptrs)
-	t2 := time.Now()
+	t2, d2 := time.Now(), clock.elapsed()
 	if err == nil && ferr == nil {
-		s.Build, s.Release = append(s.Build, t1.Sub(t0)), append(s.Release, t2.Sub(t1))
+		s.add(t1.Sub(t0), t2.Sub(t1), d1, d2-d1)
 	}
 	return errors.Join(err, ferr)
 }

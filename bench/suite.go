@@ -41,8 +41,12 @@ type Row struct {
 	Subject string `json:"subject"`
 	Clients int    `json:"clients"`
 	Summary
-	Ratio   float64 `json:"ratio,omitempty"`
-	RatioOf string  `json:"ratio_of,omitempty"`
+	// DriverMean (build suite) is the mean time one operation spent inside
+	// the backend's Alloc, Free and Memset calls: the rest of Mean is the
+	// cost of reaching the device thread and of the bookkeeping.
+	DriverMean time.Duration `json:"driver_mean_ns,omitempty"`
+	Ratio      float64       `json:"ratio,omitempty"`
+	RatioOf    string        `json:"ratio_of,omitempty"`
 }
 
 // Config configures Run. DefaultConfig fills every field.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
@@ -63,13 +64,16 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 	}
 	ab, ar := as.Summaries()
 	db, dr := ds.Summaries()
+	abd, ard := as.DriverMeans()
+	dbd, drd := ds.DriverMeans()
 	for _, p := range []struct {
-		phase         string
-		actor, driver Summary
-	}{{"build", ab, db}, {"release", ar, dr}} {
+		phase                   string
+		actor, driver           Summary
+		actorInDriver, inDriver time.Duration
+	}{{"build", ab, db, abd, dbd}, {"release", ar, dr, ard, drd}} {
 		c := name + " " + p.phase
-		r.add(Row{Suite: SuiteBuild, Case: c, Subject: SubjectDirect, Clients: 1, Summary: p.driver})
-		row := Row{Suite: SuiteBuild, Case: c, Subject: SubjectActor, Clients: 1, Summary: p.actor}
+		r.add(Row{Suite: SuiteBuild, Case: c, Subject: SubjectDirect, Clients: 1, Summary: p.driver, DriverMean: p.inDriver})
+		row := Row{Suite: SuiteBuild, Case: c, Subject: SubjectActor, Clients: 1, Summary: p.actor, DriverMean: p.actorInDriver}
 		if p.driver.Mean > 0 {
 			row.Ratio, row.RatioOf = float64(p.actor.Mean)/float64(p.driver.Mean), "direct mean"
 		}

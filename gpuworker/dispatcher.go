@@ -188,6 +188,20 @@ func (d *PinnedDispatcher) Schedule(fn func()) {
 	}
 }
 
+// expect tells the pinned goroutine that a request will come within
+// microseconds: it spins for it rather than parking, and a parked goroutine
+// is woken now, so that its wake-up overlaps the caller's work before the
+// request instead of following it.
+func (d *PinnedDispatcher) expect() {
+	d.hot.Store(true)
+	if d.parked.Load() {
+		select {
+		case d.work <- func() {}:
+		default: // work is queued: the goroutine is waking anyway
+		}
+	}
+}
+
 // Throughput is the number of messages handled per scheduling.
 func (d *PinnedDispatcher) Throughput() int { return d.throughput }
 

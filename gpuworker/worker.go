@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -24,6 +25,9 @@ type Worker struct {
 	budget     int64
 	depth      *mailboxDepth
 	status     *workerStatus // the actor's fatal error; closes exited when it has stopped
+	// polls: callers alone in the mailbox poll for their replies (a spin,
+	// and GOMAXPROCS > 1 when the worker started).
+	polls bool
 
 	closing  chan struct{} // closed when Stop starts: new requests get ErrClosed
 	stopped  chan struct{} // closed when the actor and its thread are gone
@@ -108,7 +112,9 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	// called on, and system.Root is shared; without the copy every actor
 	// spawned from system.Root afterwards would get this stop guardian too.
 	pid := system.Root.Copy().WithGuardian(stopOnFailure).Spawn(props)
-	w := &Worker{system: system, pid: pid, dispatcher: d, depth: depth, status: status, closing: make(chan struct{}), stopped: make(chan struct{})}
+	w := &Worker{system: system, pid: pid, dispatcher: d, depth: depth, status: status,
+		polls:   cfg.spin > 0 && runtime.GOMAXPROCS(0) > 1,
+		closing: make(chan struct{}), stopped: make(chan struct{})}
 	res := <-ready
 	if res.err != nil {
 		w.Stop()
@@ -118,8 +124,16 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	return w, nil
 }
 
-// PID is the GPU actor's address, for actors that message it directly.
-func (w *Worker) PID() *actor.PID { return w.pid }
+// Expect readies the GPU thread for a request that will come within
+// microseconds, through another actor: a parked GPU thread is woken now (its
+// wake-up, tens of microseconds on a VM, then overlaps the hop through that
+// actor) and it spins for the request rather than parking. It costs an atomic
+// store when the thread is awake, and does nothing with no spin (WithSpin(0)).
+func (w *Worker) Expect() {
+	if w.dispatcher.spin > 0 {
+		w.dispatcher.expect()
+	}
+}
 
 // Spin is how long the GPU thread spins for the next request, and a caller
 // polls for its reply, before parking (WithSpin; 0: neither does).
@@ -170,6 +184,13 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 }
 
 // askBusy is ask with the busy poll busy (0: poll for the spin only).
+//
+// A caller whose request is the only one the GPU actor has not taken up yet
+// polls for its reply (pollReply) for up to max(spin, busy), holding its P,
+// then parks; it marks the dispatcher hot first, so that the GPU thread
+// spins for the next request after this one rather than parking. Other
+// callers, and every caller when polling is off (no spin, or GOMAXPROCS 1:
+// the GPU thread needs a P of its own), park at once.
 func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, busy time.Duration) (R, error) {
 	if err := w.CheckCaller(); err != nil {
 		var zero R
@@ -181,15 +202,18 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 		return zero, ErrClosed
 	default:
 	}
-	var r R
-	var err error
-	if w.dispatcher.spin > 0 && w.depth.load() == 0 {
-		// Alone in the mailbox: the reply comes within microseconds, or
-		// as soon as the driver call it waits for returns.
-		r, err = askPolling(ctx, w, msg, reply, busy)
-	} else {
-		r, err = Ask(ctx, w.system.Root, w.pid, msg, reply, w.status.exited)
-	}
+	poll := max(w.dispatcher.spin, busy)
+	r, err := sendAndWait(ctx, w.status.exited, func() (R, bool) {
+		alone := w.status.requests.Add(1) == 1
+		if !alone || !w.polls {
+			w.system.Root.Send(w.pid, msg)
+			var zero R
+			return zero, false
+		}
+		w.dispatcher.hot.Store(true)
+		w.system.Root.Send(w.pid, msg)
+		return pollReply(reply, poll)
+	}, reply)
 	if errors.Is(err, ErrClosed) {
 		if fatal := w.Err(); fatal != nil {
 			err = fmt.Errorf("%w: %w", ErrClosed, fatal)

@@ -1,0 +1,56 @@
+package bench
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// driverClock adds up the time spent inside a backend's Alloc, Free and
+// Memset calls (the calls of a build and a release), on whatever thread
+// makes them. It tells the cost of reaching the device thread apart from the
+// driver calls themselves, which on a GPU vary from run to run.
+type driverClock struct{ total atomic.Int64 }
+
+// elapsed is the time spent in timed calls so far.
+func (c *driverClock) elapsed() time.Duration { return time.Duration(c.total.Load()) }
+
+// wrap returns b with its Alloc, Free and Memset timed on c.
+func (c *driverClock) wrap(b gpuworker.Backend) gpuworker.Backend { return timedBackend{b, c} }
+
+// factory returns f with every backend it opens timed on c.
+func (c *driverClock) factory(f gpuworker.BackendFactory) gpuworker.BackendFactory {
+	return func() (gpuworker.Backend, error) {
+		b, err := f()
+		if err != nil || b == nil {
+			return b, err
+		}
+		return c.wrap(b), nil
+	}
+}
+
+// timedBackend is a Backend whose Alloc, Free and Memset add their duration
+// to a driverClock.
+type timedBackend struct {
+	gpuworker.Backend
+	clock *driverClock
+}
+
+func (t timedBackend) add(start time.Time) { t.clock.total.Add(int64(time.Since(start))) }
+
+func (t timedBackend) Alloc(bytes int64) (messages.DevicePtr, error) {
+	defer t.add(time.Now())
+	return t.Backend.Alloc(bytes)
+}
+
+func (t timedBackend) Free(ptr messages.DevicePtr) error {
+	defer t.add(time.Now())
+	return t.Backend.Free(ptr)
+}
+
+func (t timedBackend) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
+	defer t.add(time.Now())
+	return t.Backend.Memset(ptr, value, bytes)
+}

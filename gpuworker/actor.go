@@ -49,7 +49,6 @@ func (a *gpuActor) Receive(c actor.Context) {
 		a.close()
 		a.status.exit()
 	default:
-		a.status.requests.Add(-1)
 		a.messages++
 		a.handle(m)
 	}

@@ -7,38 +7,49 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 )
 
-// PinnedDispatcher is a protoactor-go actor.Dispatcher that runs every
-// scheduled function on one goroutine locked to one OS thread
-// (runtime.LockOSThread). The GPU actor is spawned on it, so every backend
-// call, and the CUDA context that is current there, stays on that thread.
+// PinnedDispatcher runs the GPU actor, and every function scheduled on it,
+// on one goroutine locked to one OS thread (runtime.LockOSThread): every
+// backend call, and the CUDA context that is current there, stays on that
+// thread. It is a protoactor-go actor.Dispatcher; the GPU actor is spawned
+// on it with the pinned mailbox, which its goroutine reads directly (no
+// function is scheduled per run of the mailbox, as protoactor-go's default
+// mailbox does).
 //
-// Between two functions the goroutine may spin (poll for the next one for a
+// When there is nothing to do the goroutine may spin (poll for work for a
 // bounded time) before it parks; see NewPinnedDispatcher and DefaultSpin.
 //
 // Stop is idempotent and returns only when the goroutine has exited. The
 // goroutine never unlocks its thread, so the thread exits with it and no
 // other goroutine ever runs on a thread where a CUDA context was current.
 type PinnedDispatcher struct {
-	work       chan func()
+	funcs      *mpscQueue // functions from Schedule
+	mailbox    atomic.Pointer[pinnedMailbox]
+	wake       chan struct{} // a token: the goroutine is parked and there is work
 	stop       chan struct{}
 	exited     chan struct{}
 	stopOnce   sync.Once
 	throughput int
 	spin       time.Duration
 
-	// parked is true while the goroutine waits in park. hot is set by a
-	// caller that polls for its reply (pollReply) and consumed by the next
-	// spin: the goroutine spins only when a caller is polling, so a spin never
-	// keeps a parked caller off its P.
+	// parked is true while the goroutine is parked (or about to); every
+	// post reads it, the goroutine writes it when it parks. hot is set by a
+	// caller that polls for its reply and consumed by the next spin: the
+	// goroutine spins only when a caller is polling, so a spin never keeps a
+	// parked caller off its P. Each has a cache line of its own.
+	_      cpu.CacheLinePad
 	parked atomic.Bool
+	_      cpu.CacheLinePad
 	hot    atomic.Bool
 
-	// running is true while a scheduled function runs; tid is the pinned
-	// thread's id. Together they tell a caller that it is running on the
-	// pinned goroutine (onPinnedThread).
+	// running is true while the goroutine handles messages or runs
+	// functions; tid is the pinned thread's id. Together they tell a caller
+	// that it is running on the pinned goroutine (onPinnedThread). Both are
+	// written by the goroutine.
+	_       cpu.CacheLinePad
 	running atomic.Bool
 	tid     atomic.Int64
 
@@ -51,8 +62,9 @@ type PinnedDispatcher struct {
 
 var _ actor.Dispatcher = (*PinnedDispatcher)(nil)
 
-// DefaultThroughput is the number of messages the GPU actor handles per
-// scheduling before the mailbox yields (protoactor-go's Throughput).
+// DefaultThroughput is the number of messages the GPU actor handles in a
+// row before its goroutine yields its P and checks for Stop (protoactor-go's
+// Throughput).
 const DefaultThroughput = 300
 
 // DefaultSpin is the spin the GPU worker's dispatcher uses unless WithSpin
@@ -71,23 +83,22 @@ const DefaultThroughput = 300
 // throughput. WithSpin(0) turns both off.
 const DefaultSpin = 20 * time.Microsecond
 
-// pollsPerCheck is how many empty polls of the work channel a spinning
-// goroutine makes between two reads of the clock and of the stop channel: an
-// empty poll costs a few nanoseconds, a clock read tens.
+// pollsPerCheck is how many empty polls a spinning goroutine makes between
+// two reads of the clock and of the stop channel: an empty poll costs a few
+// nanoseconds, a clock read tens.
 const pollsPerCheck = 64
 
 // NewPinnedDispatcher starts the pinned goroutine. throughput ≤ 0 means
-// DefaultThroughput. spin is how long the goroutine polls for new work after
-// a function returns before it parks (0: park at once); a spinning thread
-// holds one CPU, so keep it to microseconds.
+// DefaultThroughput. spin is how long the goroutine polls for new work
+// before it parks (0: park at once); a spinning thread holds one CPU, so
+// keep it to microseconds.
 func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
 	if throughput <= 0 {
 		throughput = DefaultThroughput
 	}
 	d := &PinnedDispatcher{
-		// The mailbox schedules at most one run at a time; the buffer only
-		// keeps Schedule from blocking while the previous run winds down.
-		work:       make(chan func(), 4),
+		funcs:      newMPSCQueue(),
+		wake:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		exited:     make(chan struct{}),
 		throughput: throughput,
@@ -98,122 +109,162 @@ func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
 	return d
 }
 
+// attach makes m the mailbox the goroutine reads (pinnedMailbox.RegisterHandlers).
+func (d *PinnedDispatcher) attach(m *pinnedMailbox) {
+	if !d.mailbox.CompareAndSwap(nil, m) {
+		panic("gpuworker: a PinnedDispatcher runs one pinned mailbox; spawn one actor on it")
+	}
+}
+
 func (d *PinnedDispatcher) run() {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	defer close(d.exited)
 	d.tid.Store(int64(unix.Gettid()))
 	d.recordThread()
 	for {
-		fn, ok := d.poll()
-		if !ok {
-			d.parked.Store(true)
-			fn, ok = d.park()
-			d.parked.Store(false)
-			if !ok {
-				return
-			}
-			d.recordThread()
+		select {
+		case <-d.stop:
+			return
+		default:
 		}
-		d.running.Store(true)
-		fn()
-		d.running.Store(false)
+		if d.work() || d.poll() {
+			continue
+		}
+		if !d.park() {
+			return
+		}
+		d.recordThread()
 	}
 }
 
+// work runs the scheduled functions and up to throughput messages of the
+// mailbox, and reports whether there was anything to do. After throughput
+// messages in a row it yields its P (runtime.Gosched), as protoactor-go's
+// mailbox does, so that the callers its replies made runnable there run.
+func (d *PinnedDispatcher) work() bool {
+	if !d.pending() {
+		return false
+	}
+	d.running.Store(true)
+	for {
+		fn, ok := d.funcs.pop()
+		if !ok {
+			break
+		}
+		fn.(func())()
+	}
+	if m := d.mailbox.Load(); m != nil && m.run(d.throughput) == d.throughput {
+		runtime.Gosched()
+	}
+	d.running.Store(false)
+	return true
+}
+
+// pending reports whether work would find anything to do.
+func (d *PinnedDispatcher) pending() bool {
+	m := d.mailbox.Load()
+	return !d.funcs.empty() || (m != nil && m.pending())
+}
+
 // onPinnedThread reports whether the caller runs on the pinned goroutine,
-// i.e. inside a function it is running (a forward step). Only while one runs
-// does it cost a gettid: a locked thread runs no other goroutine, so the
-// thread id identifies the goroutine.
+// i.e. inside a message handler (a forward step). Only while one runs does
+// it cost a gettid: a locked thread runs no other goroutine, so the thread
+// id identifies the goroutine.
 func (d *PinnedDispatcher) onPinnedThread() bool {
 	return d.running.Load() && int64(unix.Gettid()) == d.tid.Load()
 }
 
 // recordThread records the OS thread the goroutine runs on (a gettid system
 // call: cheap next to a wake-up from parking, not next to a spun hand-off,
-// so it is made once per wake-up rather than once per function).
+// so it is made once per wake-up rather than once per message).
 func (d *PinnedDispatcher) recordThread() { d.threads[unix.Gettid()] = struct{}{} }
 
-// poll spins for up to d.spin waiting for the next function, without
-// parking, when a caller has polled since the last spin. It reports false
-// when it did not spin, the spin ran out, or Stop was called.
-func (d *PinnedDispatcher) poll() (func(), bool) {
+// poll spins for up to d.spin waiting for work, without parking, when a
+// caller has polled since the last spin. It reports false when it did not
+// spin, the spin ran out, or Stop was called.
+func (d *PinnedDispatcher) poll() bool {
 	if d.spin <= 0 || !d.hot.Swap(false) {
-		return nil, false
+		return false
 	}
 	deadline := time.Now().Add(d.spin)
 	for {
 		for range pollsPerCheck {
-			select {
-			case fn := <-d.work:
-				return fn, true
-			default:
+			if d.pending() {
+				return true
 			}
 		}
 		select {
 		case <-d.stop:
-			return nil, false
+			return false
 		default:
 		}
 		if !time.Now().Before(deadline) {
-			return nil, false
+			return false
 		}
 	}
 }
 
-// park waits for the next function; false after Stop.
-func (d *PinnedDispatcher) park() (func(), bool) {
-	select {
-	case fn := <-d.work:
-		return fn, true
-	case <-d.stop:
-		return nil, false
-	}
-}
-
-// Schedule hands fn to the pinned goroutine. After Stop fn is never run.
+// park waits until there is work (true) or Stop was called (false).
 //
-// It tries a plain send first: a select over two channels locks both, and
-// the lock on work, which the spinning goroutine polls, then convoys. On the
-// 2-vCPU development VM that alone took one client's empty round trip from a
-// p50 of 0.58 µs to 2.8 µs in about half of the runs (docs/performance.md).
-func (d *PinnedDispatcher) Schedule(fn func()) {
-	select {
-	case d.work <- fn:
-		return
-	default:
+// The goroutine sets parked before it looks for work one last time, and a
+// producer queues its work before it reads parked (notify): either the
+// goroutine sees the work, or the producer sees it parked and sends a wake
+// token. A token left over from a wake-up that was not needed only makes the
+// next park return at once.
+func (d *PinnedDispatcher) park() bool {
+	d.parked.Store(true)
+	defer d.parked.Store(false)
+	if d.pending() {
+		return true
 	}
 	select {
-	case d.work <- fn:
+	case <-d.wake:
+		return true
 	case <-d.stop:
+		return false
 	}
 }
 
-// expect tells the pinned goroutine that a request will come within
-// microseconds: it spins for it rather than parking, and a parked goroutine
-// is woken now, so that its wake-up overlaps the caller's work before the
-// request instead of following it.
-func (d *PinnedDispatcher) expect() {
-	d.hot.Store(true)
+// notify wakes the goroutine if it is parked; call it after queueing work.
+func (d *PinnedDispatcher) notify() {
 	if d.parked.Load() {
 		select {
-		case d.work <- func() {}:
-		default: // work is queued: the goroutine is waking anyway
+		case d.wake <- struct{}{}:
+		default: // a token is there already
 		}
 	}
 }
 
-// Throughput is the number of messages handled per scheduling.
+// expect tells the goroutine that a request will come within microseconds:
+// it spins for it rather than parking, and a parked goroutine is woken now,
+// so that its wake-up overlaps the caller's work before the request instead
+// of following it.
+func (d *PinnedDispatcher) expect() {
+	d.hot.Store(true)
+	d.notify()
+}
+
+// Schedule runs fn on the pinned goroutine, after the functions scheduled
+// before it (actor.Dispatcher; the GPU actor's own messages go through its
+// pinned mailbox instead). After Stop fn is never run.
+func (d *PinnedDispatcher) Schedule(fn func()) {
+	d.funcs.push(fn)
+	d.notify()
+}
+
+// Throughput is the number of messages handled in a row before the
+// goroutine yields its P and checks for Stop.
 func (d *PinnedDispatcher) Throughput() int { return d.throughput }
 
 // Stop ends the pinned goroutine and waits until it has exited. Functions
-// still queued are not run.
+// and messages still queued are not run.
 func (d *PinnedDispatcher) Stop() {
 	d.stopOnce.Do(func() { close(d.stop) })
 	<-d.exited
 }
 
-// threadIDs returns the thread ids that ran scheduled functions. Call it only
-// from a function running on the dispatcher.
+// threadIDs returns the thread ids that ran the goroutine's work. Call it
+// only from a function running on the dispatcher.
 func (d *PinnedDispatcher) threadIDs() []int {
 	ids := make([]int, 0, len(d.threads))
 	for id := range d.threads {

@@ -1,20 +1,12 @@
 package gpuworker
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // workerStatus is what the GPU actor tells its Worker from the GPU thread:
 // its fatal error, and that it has stopped (exited is closed once its
 // Stopped handler has freed what the ledger held and closed the backend), so
 // a caller never waits for a reply from an actor that is gone.
 type workerStatus struct {
-	// requests counts the requests sent through the Worker that the GPU
-	// actor has not taken up yet: a caller that makes it 1 is alone in the
-	// mailbox, and polls for its reply.
-	requests atomic.Int64
-
 	mu       sync.Mutex
 	fatal    error
 	exited   chan struct{}

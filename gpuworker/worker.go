@@ -23,7 +23,7 @@ type Worker struct {
 	dispatcher *PinnedDispatcher
 	info       DeviceInfo
 	budget     int64
-	depth      *mailboxDepth
+	mailbox    *pinnedMailbox
 	status     *workerStatus // the actor's fatal error; closes exited when it has stopped
 	// polls: callers alone in the mailbox poll for their replies (a spin,
 	// and GOMAXPROCS > 1 when the worker started).
@@ -97,22 +97,18 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	}
 	d := NewPinnedDispatcher(cfg.throughput, cfg.spin)
 	ready := make(chan startResult, 1)
-	depth := &mailboxDepth{}
 	status := newWorkerStatus()
 	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready, status: status}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(d),
-		// The lock-free queue: the default one takes a mutex on every post
-		// and every receive, one more cache line passed between the callers'
-		// threads and the GPU thread (p50 −15% on one client's round trip).
-		actor.WithMailbox(actor.UnboundedLockfree(depth)),
+		actor.WithMailbox(pinnedMailboxProducer),
 	)
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	// Copy: RootContext.WithGuardian sets the guardian on the context it is
 	// called on, and system.Root is shared; without the copy every actor
 	// spawned from system.Root afterwards would get this stop guardian too.
 	pid := system.Root.Copy().WithGuardian(stopOnFailure).Spawn(props)
-	w := &Worker{system: system, pid: pid, dispatcher: d, depth: depth, status: status,
+	w := &Worker{system: system, pid: pid, dispatcher: d, mailbox: d.mailbox.Load(), status: status,
 		polls:   cfg.spin > 0 && runtime.GOMAXPROCS(0) > 1,
 		closing: make(chan struct{}), stopped: make(chan struct{})}
 	res := <-ready
@@ -148,7 +144,7 @@ func (w *Worker) Budget() int64 { return w.budget }
 
 // MailboxDepth is the number of messages waiting in the GPU actor's mailbox
 // (for metrics; it may be stale by the time it is read).
-func (w *Worker) MailboxDepth() int64 { return w.depth.load() }
+func (w *Worker) MailboxDepth() int64 { return w.mailbox.waiting.Load() }
 
 // Done is closed when the worker has stopped.
 func (w *Worker) Done() <-chan struct{} { return w.stopped }
@@ -185,8 +181,8 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 
 // askBusy is ask with the busy poll busy (0: poll for the spin only).
 //
-// A caller whose request is the only one the GPU actor has not taken up yet
-// polls for its reply (pollReply) for up to max(spin, busy), holding its P,
+// A caller that finds no request waiting in the GPU actor's mailbox polls
+// for its reply (pollReply) for up to max(spin, busy), holding its P,
 // then parks; it marks the dispatcher hot first, so that the GPU thread
 // spins for the next request after this one rather than parking. Other
 // callers, and every caller when polling is off (no spin, or GOMAXPROCS 1:
@@ -204,8 +200,7 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 	}
 	poll := max(w.dispatcher.spin, busy)
 	r, err := sendAndWait(ctx, w.status.exited, func() (R, bool) {
-		alone := w.status.requests.Add(1) == 1
-		if !alone || !w.polls {
+		if !w.polls || w.mailbox.waiting.Load() != 0 {
 			w.system.Root.Send(w.pid, msg)
 			var zero R
 			return zero, false

@@ -3,14 +3,12 @@ package gpuarena_test
 import (
 	"fmt"
 	"log/slog"
-	"runtime"
 	"testing"
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/bench"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // The benchmarks here measure the facade on a simulated H200: building and
@@ -69,24 +67,16 @@ func BenchmarkBuildArena(b *testing.B) {
 	}
 }
 
-// benchDirectBuild runs direct build cycles on a backend opened on this
-// goroutine, locked to its thread for the benchmark.
+// benchDirectBuild runs direct build cycles, each on a new locked thread
+// with a backend opened there (bench.DirectBuild).
 func benchDirectBuild(b *testing.B, plan *arena.Plan, layout gpuarena.Layout) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	d, err := bench.NewDirectBuild(plan, layout)
 	if err != nil {
 		b.Fatal(err)
 	}
-	be, err := hostsim()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer be.Close()
-	ptrs := make([]messages.DevicePtr, 0, d.Allocations())
 	s := bench.BuildSample{}
 	for b.Loop() {
-		if err := d.Cycle(be, &s, ptrs); err != nil {
+		if err := d.Cycle(hostsim, &s); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -118,7 +118,15 @@ func warmManager(ctx context.Context, m *gpuarena.Manager) error {
 // DirectBuild makes the driver calls of BuildArena for plan with layout —
 // one Alloc for the pool or one per present buffer, one per slab, the
 // zero-fill of norm_unit_w — and of Release (a Free per allocation, newest
-// first), straight on the backend. Call it on the backend's locked thread.
+// first), straight on a backend.
+//
+// Each Cycle starts where an ActorBuild cycle starts: a new locked thread
+// opens a backend (the cuda backend warms the thread up, as for a Manager's
+// GPU thread) and the garbage is collected; then the calls are timed on that
+// thread. A thread's first calls after it was idle run slower than on a
+// thread that has made the same calls a moment before (on the H200 host a
+// 250 MB cuMemAlloc took 180–240 µs on a thread idle for 1 ms, 70–130 µs
+// right after opening), so both subjects start from the same state.
 type DirectBuild struct {
 	Plan   *arena.Plan
 	Layout gpuarena.Layout
@@ -158,24 +166,31 @@ func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, err
 	return d, nil
 }
 
-// Allocations is the number of driver allocations one build makes.
-func (d *DirectBuild) Allocations() int { return len(d.sizes) }
-
-// Cycle makes one timed build and release on b and appends their durations
-// to s. On an error it frees what it allocated.
-func (d *DirectBuild) Cycle(b gpuworker.Backend, s *BuildSample, ptrs []messages.DevicePtr) error {
-	var clock driverClock
-	b = clock.wrap(b)
-	ptrs = ptrs[:0]
-	t0 := time.Now()
-	err := d.build(b, &ptrs)
-	t1, d1 := time.Now(), clock.elapsed()
-	ferr := free(b, ptrs)
-	t2, d2 := time.Now(), clock.elapsed()
-	if err == nil && ferr == nil {
-		s.add(t1.Sub(t0), t2.Sub(t1), d1, d2-d1)
-	}
-	return errors.Join(err, ferr)
+// Cycle opens a backend with factory on a new locked thread, makes one
+// timed build and release there, appends their durations to s, and closes
+// the backend. On an error it frees what it allocated.
+func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, s *BuildSample) error {
+	t := startThread()
+	defer t.stop()
+	return t.do(func() error {
+		b, err := factory()
+		if err != nil {
+			return err
+		}
+		var clock driverClock
+		tb := clock.wrap(b)
+		ptrs := make([]messages.DevicePtr, 0, len(d.sizes))
+		settle()
+		t0 := time.Now()
+		err = d.build(tb, &ptrs)
+		t1, d1 := time.Now(), clock.elapsed()
+		ferr := free(tb, ptrs)
+		t2, d2 := time.Now(), clock.elapsed()
+		if err == nil && ferr == nil {
+			s.add(t1.Sub(t0), t2.Sub(t1), d1, d2-d1)
+		}
+		return errors.Join(err, ferr, b.Close())
+	})
 }
 
 func (d *DirectBuild) build(b gpuworker.Backend, ptrs *[]messages.DevicePtr) error {

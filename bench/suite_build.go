@@ -6,7 +6,6 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // Subjects of the build and carve suites.
@@ -20,9 +19,9 @@ var Layouts = []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete}
 
 // build measures, for each model, max_batch_tokens and layout, BuildOps
 // cycles of build and release through the actors and as direct driver calls
-// on the keeper's locked thread, interleaved (actor, direct, actor, …) so
-// that drift hits both alike. Each actor row's Ratio is its mean over the
-// direct row's.
+// on a new locked thread (DirectBuild), interleaved (actor, direct, actor,
+// …) so that drift hits both alike. Each actor row's Ratio is its mean over
+// the direct row's.
 func (r *runner) build() error {
 	for _, model := range r.cfg.Models {
 		for _, m := range r.cfg.BatchTokens {
@@ -48,14 +47,12 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 	}
 	n := r.cfg.BuildOps
 	as, ds := newBuildSample(n+1), newBuildSample(n+1)
-	ptrs := make([]messages.DevicePtr, 0, d.Allocations())
 	settle()
 	for i := range n + 1 { // the first cycle of each warms up
 		if err := a.Cycle(&as); err != nil {
 			return err
 		}
-		err := r.keeper.t.do(func() error { return d.Cycle(r.keeper.backend, &ds, ptrs) })
-		if err != nil {
+		if err := d.Cycle(r.cfg.Backend.Factory(), &ds); err != nil {
 			return err
 		}
 		if i == 0 {

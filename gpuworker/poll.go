@@ -1,6 +1,9 @@
 package gpuworker
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // DefaultBusyPoll bounds how long a caller alone in the GPU actor's mailbox
 // polls for its reply before it parks: the spin covers a request the GPU
@@ -17,9 +20,14 @@ import "time"
 // unknown time: its caller polls for the spin only.
 const DefaultBusyPoll = time.Millisecond
 
-// pollReply polls reply without parking or yielding for up to poll, and
-// reports false when no reply came in that time.
-func pollReply[R any](reply <-chan R, poll time.Duration) (R, bool) {
+// pollReply polls reply without parking or yielding: for up to spin, then,
+// while busy is true (the GPU thread is running, on a P of its own), up to
+// busyFor in all. It reports false when no reply came in that time.
+//
+// A GPU thread that is not running may be waiting for a P, maybe this
+// goroutine's (a woken goroutine is queued on its waker's P): past the spin
+// the poller parks then, so that its P can run the GPU thread.
+func pollReply[R any](reply <-chan R, spin, busyFor time.Duration, busy *atomic.Bool) (R, bool) {
 	start := time.Now()
 	for {
 		for range pollsPerCheck {
@@ -29,7 +37,7 @@ func pollReply[R any](reply <-chan R, poll time.Duration) (R, bool) {
 			default:
 			}
 		}
-		if time.Since(start) >= poll {
+		if waited := time.Since(start); waited >= spin && (waited >= busyFor || !busy.Load()) {
 			var zero R
 			return zero, false
 		}

@@ -182,11 +182,12 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 // askBusy is ask with the busy poll busy (0: poll for the spin only).
 //
 // A caller that finds no request waiting in the GPU actor's mailbox polls
-// for its reply (pollReply) for up to max(spin, busy), holding its P,
-// then parks; it marks the dispatcher hot first, so that the GPU thread
-// spins for the next request after this one rather than parking. Other
-// callers, and every caller when polling is off (no spin, or GOMAXPROCS 1:
-// the GPU thread needs a P of its own), park at once.
+// for its reply (pollReply), holding its P, for the spin and for as long as
+// the GPU thread runs, up to busy; then it parks. It marks the dispatcher
+// hot first, so that the GPU thread spins for the next request after this
+// one rather than parking. Other callers, and every caller when polling is
+// off (no spin, or GOMAXPROCS 1: the GPU thread needs a P of its own), park
+// at once.
 func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, busy time.Duration) (R, error) {
 	if err := w.CheckCaller(); err != nil {
 		var zero R
@@ -198,7 +199,6 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 		return zero, ErrClosed
 	default:
 	}
-	poll := max(w.dispatcher.spin, busy)
 	r, err := sendAndWait(ctx, w.status.exited, func() (R, bool) {
 		if !w.polls || w.mailbox.waiting.Load() != 0 {
 			w.system.Root.Send(w.pid, msg)
@@ -207,7 +207,7 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 		}
 		w.dispatcher.hot.Store(true)
 		w.system.Root.Send(w.pid, msg)
-		return pollReply(reply, poll)
+		return pollReply(reply, w.dispatcher.spin, busy, &w.dispatcher.running)
 	}, reply)
 	if errors.Is(err, ErrClosed) {
 		if fatal := w.Err(); fatal != nil {

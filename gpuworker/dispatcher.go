@@ -26,22 +26,27 @@ import (
 // goroutine never unlocks its thread, so the thread exits with it and no
 // other goroutine ever runs on a thread where a CUDA context was current.
 type PinnedDispatcher struct {
-	funcs      *mpscQueue // functions from Schedule
-	mailbox    atomic.Pointer[pinnedMailbox]
-	wake       chan struct{} // a token: the goroutine is parked and there is work
+	funcs   *mpscQueue // functions from Schedule
+	mailbox atomic.Pointer[pinnedMailbox]
+	wake    chan struct{} // a token: the goroutine is parked and there is work
+	// kernelPark: the goroutine parks in futex(2) rather than in the Go
+	// scheduler (parkInKernelFromProcs).
+	kernelPark bool
 	stop       chan struct{}
 	exited     chan struct{}
 	stopOnce   sync.Once
 	throughput int
 	spin       time.Duration
 
-	// parked is true while the goroutine is parked (or about to); every
-	// post reads it, the goroutine writes it when it parks. hot is set by a
-	// caller that polls for its reply and consumed by the next spin: the
-	// goroutine spins only when a caller is polling, so a spin never keeps a
-	// parked caller off its P. Each has a cache line of its own.
+	// parked is 1 while the goroutine is parked (or about to), and stays 1
+	// until the goroutine runs again, except that notify clears it when it
+	// wakes a goroutine parked in the kernel (which needs no P but its own).
+	// Every post reads it; the goroutine writes it when it parks. hot is set
+	// by a caller that polls for its reply and consumed by the next spin:
+	// the goroutine spins only when a caller is polling, so a spin never
+	// keeps a parked caller off its P. Each has a cache line of its own.
 	_      cpu.CacheLinePad
-	parked atomic.Bool
+	parked atomic.Uint32
 	_      cpu.CacheLinePad
 	hot    atomic.Bool
 	// expected is when (d.epoch + expected) the goroutine stops spinning for
@@ -98,6 +103,10 @@ const pollsPerCheck = 64
 // before it parks (0: park at once); a spinning thread holds one CPU, so
 // keep it to microseconds.
 func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
+	return newPinnedDispatcher(throughput, spin, runtime.GOMAXPROCS(0) >= parkInKernelFromProcs)
+}
+
+func newPinnedDispatcher(throughput int, spin time.Duration, kernelPark bool) *PinnedDispatcher {
 	if throughput <= 0 {
 		throughput = DefaultThroughput
 	}
@@ -108,6 +117,7 @@ func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
 		exited:     make(chan struct{}),
 		throughput: throughput,
 		spin:       spin,
+		kernelPark: kernelPark,
 		epoch:      time.Now(),
 		threads:    make(map[int]struct{}, 1),
 	}
@@ -220,36 +230,76 @@ func (d *PinnedDispatcher) poll() bool {
 	}
 }
 
+// parkInKernelFromProcs is the GOMAXPROCS from which the goroutine parks in
+// futex(2) rather than in the Go scheduler.
+//
+// Woken through a channel, a parked locked goroutine is queued on its
+// waker's P, then handed a P through a second thread wake-up; a caller that
+// polls for its reply on that P holds it meanwhile. Woken from futex, the
+// thread returns from a system call on the P it kept: one wake-up, and no
+// other P involved (on the H200 host, from a request to a parked GPU thread
+// to the start of its handling: median 29 µs, against 86 µs through the
+// scheduler; docs/performance.md). But a P kept by a thread asleep in a
+// system call is lost to the rest of the program until the runtime takes it
+// back (after 20 µs to 10 ms): with 2 Ps that stalled builds for
+// milliseconds, with 16 it is not missed.
+const parkInKernelFromProcs = 4
+
 // park waits until there is work (true) or Stop was called (false).
 //
 // The goroutine sets parked before it looks for work one last time, and a
 // producer queues its work before it reads parked (notify): either the
-// goroutine sees the work, or the producer sees it parked and sends a wake
-// token. A token left over from a wake-up that was not needed only makes the
-// next park return at once.
+// goroutine sees the work, or the producer sees it parked and wakes it. A
+// wake-up that was not needed only makes the next park return at once.
 func (d *PinnedDispatcher) park() bool {
-	d.parked.Store(true)
-	defer d.parked.Store(false)
-	if d.pending() {
-		return true
-	}
-	select {
-	case <-d.wake:
-		return true
-	case <-d.stop:
-		return false
+	for {
+		d.parked.Store(1)
+		if d.pending() {
+			d.parked.Store(0)
+			return true
+		}
+		if !d.kernelPark {
+			select {
+			case <-d.wake:
+				d.parked.Store(0)
+				return true
+			case <-d.stop:
+				d.parked.Store(0)
+				return false
+			}
+		}
+		select {
+		case <-d.stop:
+			d.parked.Store(0)
+			return false
+		default:
+		}
+		futexWait(&d.parked, 1)
+		if d.parked.Load() == 0 {
+			return true // notify cleared it
+		}
 	}
 }
 
 // notify wakes the goroutine if it is parked; call it after queueing work.
 func (d *PinnedDispatcher) notify() {
-	if d.parked.Load() {
+	if d.kernelPark {
+		if d.parked.CompareAndSwap(1, 0) {
+			futexWake(&d.parked)
+		}
+		return
+	}
+	if d.parked.Load() == 1 {
 		select {
 		case d.wake <- struct{}{}:
 		default: // a token is there already
 		}
 	}
 }
+
+// awake reports whether the goroutine is running, spinning or waking on a P
+// of its own: a caller that polls for its reply then keeps no P from it.
+func (d *PinnedDispatcher) awake() bool { return d.parked.Load() == 0 }
 
 // expectWindow is how long the goroutine spins for a request announced by
 // expect: the hop through a supervisor takes 5 to 30 µs on the H200 host.
@@ -286,7 +336,10 @@ func (d *PinnedDispatcher) Throughput() int { return d.throughput }
 // Stop ends the pinned goroutine and waits until it has exited. Functions
 // and messages still queued are not run.
 func (d *PinnedDispatcher) Stop() {
-	d.stopOnce.Do(func() { close(d.stop) })
+	d.stopOnce.Do(func() {
+		close(d.stop)
+		d.notify()
+	})
 	<-d.exited
 }
 

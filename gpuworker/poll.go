@@ -1,9 +1,6 @@
 package gpuworker
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // DefaultBusyPoll bounds how long a caller alone in the GPU actor's mailbox
 // polls for its reply before it parks: the spin covers a request the GPU
@@ -21,13 +18,13 @@ import (
 const DefaultBusyPoll = time.Millisecond
 
 // pollReply polls reply without parking or yielding: for up to spin, then,
-// while busy is true (the GPU thread is running, on a P of its own), up to
+// while g is awake (running, spinning or waking on a P of its own), up to
 // busyFor in all. It reports false when no reply came in that time.
 //
-// A GPU thread that is not running may be waiting for a P, maybe this
-// goroutine's (a woken goroutine is queued on its waker's P): past the spin
-// the poller parks then, so that its P can run the GPU thread.
-func pollReply[R any](reply <-chan R, spin, busyFor time.Duration, busy *atomic.Bool) (R, bool) {
+// A parked GPU thread woken through the Go scheduler waits for a P, maybe
+// this goroutine's (a woken goroutine is queued on its waker's P): past the
+// spin the poller parks then, so that its P can run the GPU thread.
+func pollReply[R any](reply <-chan R, spin, busyFor time.Duration, g interface{ awake() bool }) (R, bool) {
 	start := time.Now()
 	for {
 		for range pollsPerCheck {
@@ -37,7 +34,7 @@ func pollReply[R any](reply <-chan R, spin, busyFor time.Duration, busy *atomic.
 			default:
 			}
 		}
-		if waited := time.Since(start); waited >= spin && (waited >= busyFor || !busy.Load()) {
+		if waited := time.Since(start); waited >= spin && (waited >= busyFor || !g.awake()) {
 			var zero R
 			return zero, false
 		}

@@ -6,41 +6,47 @@ import (
 	"time"
 )
 
-// A reply that comes while the GPU thread is busy is taken by polling, past
-// the spin.
-func TestPollReplyPollsWhileBusy(t *testing.T) {
+// gpuThread is a GPU thread that is awake or not, for pollReply.
+type gpuThread struct{ up atomic.Bool }
+
+func (g *gpuThread) awake() bool { return g.up.Load() }
+
+func awakeThread() *gpuThread {
+	g := &gpuThread{}
+	g.up.Store(true)
+	return g
+}
+
+// A reply that comes while the GPU thread is awake is taken by polling,
+// past the spin.
+func TestPollReplyPollsWhileAwake(t *testing.T) {
 	reply := make(chan int, 1)
-	var busy atomic.Bool
-	busy.Store(true)
 	go func() {
 		time.Sleep(200 * time.Microsecond)
 		reply <- 42
 	}()
-	r, ok := pollReply(reply, time.Microsecond, time.Hour, &busy)
+	r, ok := pollReply(reply, time.Microsecond, time.Hour, awakeThread())
 	if !ok || r != 42 {
 		t.Fatalf("pollReply = %d, %v; want 42, true", r, ok)
 	}
 }
 
-// Past the spin, a caller stops polling as soon as the GPU thread is not
-// running, however long busyFor is (with an hour's busyFor, a poll that
-// ignored busy would outlast the test's deadline).
-func TestPollReplyStopsWhenIdle(t *testing.T) {
+// Past the spin, a caller stops polling as soon as the GPU thread is
+// parked, however long busyFor is (with an hour's busyFor, a poll that
+// ignored it would outlast the test's deadline).
+func TestPollReplyStopsWhenParked(t *testing.T) {
 	reply := make(chan int, 1)
-	var busy atomic.Bool
-	r, ok := pollReply(reply, time.Microsecond, time.Hour, &busy)
+	r, ok := pollReply(reply, time.Microsecond, time.Hour, &gpuThread{})
 	if ok || r != 0 {
 		t.Fatalf("pollReply = %d, %v; want 0, false", r, ok)
 	}
 }
 
-// A busy GPU thread is polled for busyFor in all, not less.
+// An awake GPU thread is polled for busyFor in all, not less.
 func TestPollReplyStopsAfterBusyFor(t *testing.T) {
 	reply := make(chan int, 1)
-	var busy atomic.Bool
-	busy.Store(true)
 	start := time.Now()
-	r, ok := pollReply(reply, 0, time.Millisecond, &busy)
+	r, ok := pollReply(reply, 0, time.Millisecond, awakeThread())
 	if ok || r != 0 {
 		t.Fatalf("pollReply = %d, %v; want 0, false", r, ok)
 	}

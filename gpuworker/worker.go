@@ -183,7 +183,7 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 //
 // A caller that finds no request waiting in the GPU actor's mailbox polls
 // for its reply (pollReply), holding its P, for the spin and for as long as
-// the GPU thread runs, up to busy; then it parks. It marks the dispatcher
+// the GPU thread is awake, up to busy; then it parks. It marks the dispatcher
 // hot first, so that the GPU thread spins for the next request after this
 // one rather than parking. Other callers, and every caller when polling is
 // off (no spin, or GOMAXPROCS 1: the GPU thread needs a P of its own), park
@@ -205,9 +205,10 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 			var zero R
 			return zero, false
 		}
-		w.dispatcher.hot.Store(true)
+		d := w.dispatcher
+		d.hot.Store(true)
 		w.system.Root.Send(w.pid, msg)
-		return pollReply(reply, w.dispatcher.spin, busy, &w.dispatcher.running)
+		return pollReply(reply, d.spin, busy, d)
 	}, reply)
 	if errors.Is(err, ErrClosed) {
 		if fatal := w.Err(); fatal != nil {

@@ -12,6 +12,24 @@ import (
 	"github.com/gpuarena/gpuarena/messages"
 )
 
+// BuildIdle is how long the device has been idle (since the last driver
+// call of a cycle's setup) when a cycle's timed build starts, for both
+// subjects. A driver allocation is slower the longer the device has been
+// idle before it: on the H200 host a 250 MB cuMemAlloc took 64–83 µs right
+// after another, 200–220 µs after 0.2 to 1 ms, 300–340 µs after 10 ms and
+// 390–420 µs after 30 ms, on a plain locked thread and on the GPU actor's
+// thread alike (docs/performance.md). A Manager takes longer to set up than
+// a bare thread, so without this wait the actor would start from a colder
+// device than the direct calls.
+const BuildIdle = 10 * time.Millisecond
+
+// idleDevice collects the garbage of the setup, then waits until BuildIdle
+// has passed since last, the setup's last driver call.
+func idleDevice(last time.Time) {
+	settle()
+	time.Sleep(time.Until(last.Add(BuildIdle)))
+}
+
 // BuildSample is the durations of n build-and-release cycles: each build's
 // and each release's wall time, and the part of it spent inside the
 // backend's Alloc, Free and Memset calls (Driver).
@@ -62,7 +80,9 @@ func sum(d []time.Duration) time.Duration {
 // then Release) on a backend made by Factory. A Manager's arena cannot be
 // rebuilt after Release, so each cycle starts a Manager and closes it,
 // untimed, and makes a round trip to its GPU thread and supervisors before
-// the clock starts, so that their start-up is not counted as building.
+// the clock starts, so that their start-up is not counted as building; then,
+// as for DirectBuild, the garbage is collected and the device left idle for
+// BuildIdle.
 type ActorBuild struct {
 	Factory gpuworker.BackendFactory
 	Plan    *arena.Plan
@@ -79,13 +99,14 @@ func (a ActorBuild) Cycle(s *BuildSample) error {
 		return err
 	}
 	ctx := context.Background()
-	if err := warmManager(ctx, m); err != nil {
+	warmed, err := warmManager(ctx, m)
+	if err != nil {
 		return errors.Join(err, m.Close())
 	}
 	// Starting an actor system leaves garbage (protoactor-go's process
 	// registry allocates ~1,000 shard maps); collect it now, or the build
 	// pays for it in GC assists that a server building once never sees.
-	settle()
+	idleDevice(warmed)
 	d0, t0 := clock.elapsed(), time.Now()
 	_, err = m.BuildArena(ctx, a.Plan)
 	t1, d1 := time.Now(), clock.elapsed()
@@ -101,18 +122,20 @@ func (a ActorBuild) Cycle(s *BuildSample) error {
 
 // warmManager makes one round trip to m's GPU thread and one to each of the
 // arena and slab supervisors (requests they refuse, since there is no arena
-// yet), so that their start-up is done before the clock starts.
-func warmManager(ctx context.Context, m *gpuarena.Manager) error {
+// yet), so that their start-up is done before the clock starts. The first
+// is the setup's last driver call (cuMemGetInfo), made at warmed.
+func warmManager(ctx context.Context, m *gpuarena.Manager) (warmed time.Time, err error) {
 	if _, _, err := m.MemInfo(ctx); err != nil {
-		return err
+		return time.Time{}, err
 	}
+	warmed = time.Now()
 	if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); !errors.Is(err, gpuarena.ErrNoArena) {
-		return fmt.Errorf("warm-up forward step: %v, want %v", err, gpuarena.ErrNoArena)
+		return time.Time{}, fmt.Errorf("warm-up forward step: %v, want %v", err, gpuarena.ErrNoArena)
 	}
 	if _, _, err := m.CarveSlab(ctx, arena.SlabSSMRowwiseW, 1); err == nil {
-		return errors.New("warm-up carve: carved a slab before the arena was built")
+		return time.Time{}, errors.New("warm-up carve: carved a slab before the arena was built")
 	}
-	return nil
+	return warmed, nil
 }
 
 // DirectBuild makes the driver calls of BuildArena for plan with layout —
@@ -122,11 +145,8 @@ func warmManager(ctx context.Context, m *gpuarena.Manager) error {
 //
 // Each Cycle starts where an ActorBuild cycle starts: a new locked thread
 // opens a backend (the cuda backend warms the thread up, as for a Manager's
-// GPU thread) and the garbage is collected; then the calls are timed on that
-// thread. A thread's first calls after it was idle run slower than on a
-// thread that has made the same calls a moment before (on the H200 host a
-// 250 MB cuMemAlloc took 180–240 µs on a thread idle for 1 ms, 70–130 µs
-// right after opening), so both subjects start from the same state.
+// GPU thread), the garbage is collected and the device left idle for
+// BuildIdle; then the calls are timed on that thread.
 type DirectBuild struct {
 	Plan   *arena.Plan
 	Layout gpuarena.Layout
@@ -177,10 +197,11 @@ func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, s *BuildSample) er
 		if err != nil {
 			return err
 		}
+		opened := time.Now()
 		var clock driverClock
 		tb := clock.wrap(b)
 		ptrs := make([]messages.DevicePtr, 0, len(d.sizes))
-		settle()
+		idleDevice(opened)
 		t0 := time.Now()
 		err = d.build(tb, &ptrs)
 		t1, d1 := time.Now(), clock.elapsed()

@@ -29,8 +29,11 @@ Suites (--suite, comma-separated, or all):
               vs is the throughput over the same subject's at 1 client
   build       arena build and release for each model at max_batch_tokens 512
               and 8192, pooled and discrete: through the actors
-              (Manager.BuildArena + Release) vs the same driver calls made
-              directly on a locked thread; vs is actor mean over direct mean
+              (Manager.BuildArena + Release, a new Manager each cycle) vs the
+              same driver calls made directly on a new locked thread; each
+              cycle starts with the device idle for 10 ms; "in driver" is
+              the time inside the driver calls; vs is actor mean over direct
+              mean
   carve       Manager.CarveSlab of small sizes from Qwen3-Next's
               ssm_rowwise_w_bf16 slab (fp8_rowwise), vs the carve arithmetic
 

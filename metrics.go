@@ -27,7 +27,7 @@ var (
 	descAllocations = prometheus.NewDesc(MetricAllocations, "Device allocations made since the manager started.", nil, nil)
 	descFrees       = prometheus.NewDesc(MetricFrees, "Device allocations freed since the manager started.", nil, nil)
 	descFailures    = prometheus.NewDesc(MetricAllocationFailures, "Device allocations refused (out of memory, over budget).", nil, nil)
-	descDepth       = prometheus.NewDesc(MetricMailboxDepth, "Messages waiting in the GPU actor's mailbox.", nil, nil)
+	descDepth       = prometheus.NewDesc(MetricMailboxDepth, "Requests waiting in the GPU actor's mailbox, not yet taken up.", nil, nil)
 )
 
 // newForwardHistogram is the forward-step duration histogram: 10 µs to ~10 s.

@@ -3,19 +3,20 @@ package gpuworker
 import "time"
 
 // DefaultBusyPoll bounds how long a caller alone in the GPU actor's mailbox
-// polls for its reply before it parks: the spin covers a request the GPU
-// thread answers at once; this covers a driver call (cuMemAlloc of a large
-// pool, cuMemFree of it) that takes tens to hundreds of microseconds, and the
-// wake-up of a parked GPU thread. Past it the caller parks, and the reply
-// wakes it.
+// polls for its reply, while the GPU thread is awake, before it parks: the
+// spin covers a request the GPU thread answers at once; this covers driver
+// calls that take tens of microseconds to milliseconds (cuMemAlloc of a
+// large pool; the 39 allocations of a discrete arena took 1.0–1.5 ms on the
+// H200 host). Past it the caller parks, and the reply wakes it.
 //
-// A parked caller costs a thread wake-up per request, 10 to 60 µs on the
-// development VM and on the H200 host (docs/performance.md); past 1 ms that
-// is under 5% of the call. The poller holds its P, so polling is off when the
-// GPU thread could not have one of its own (GOMAXPROCS 1), and only a caller
-// alone in the mailbox polls. A forward step runs the embedder's code for an
-// unknown time: its caller polls for the spin only.
-const DefaultBusyPoll = time.Millisecond
+// A parked caller costs a thread wake-up, 30 to 150 µs on the H200 host when
+// it had been polling (docs/performance.md): past 10 ms that is at most
+// 1.5% of the call. The poller holds its P, so polling is off when the GPU
+// thread could not have one of its own (GOMAXPROCS 1); only a caller alone
+// in the mailbox polls, and only while the GPU thread is awake. A forward
+// step runs the embedder's code for an unknown time: its caller polls for
+// the spin only.
+const DefaultBusyPoll = 10 * time.Millisecond
 
 // pollReply polls reply without parking or yielding: for up to spin, then,
 // while g is awake (running, spinning or waking on a P of its own), up to

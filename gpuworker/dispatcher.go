@@ -47,8 +47,11 @@ type PinnedDispatcher struct {
 	// keeps a parked caller off its P. Each has a cache line of its own.
 	_      cpu.CacheLinePad
 	parked atomic.Uint32
-	_      cpu.CacheLinePad
-	hot    atomic.Bool
+	// idle is true from when the goroutine starts to park until it runs
+	// again; only the goroutine writes it (awake).
+	idle atomic.Bool
+	_    cpu.CacheLinePad
+	hot  atomic.Bool
 	// expected is when (d.epoch + expected) the goroutine stops spinning for
 	// a request announced by expect; 0: none announced.
 	_        cpu.CacheLinePad
@@ -209,8 +212,7 @@ func (d *PinnedDispatcher) poll() bool {
 		deadline = now.Add(d.spin)
 	}
 	for {
-		if e := d.expected.Load(); e != 0 {
-			d.expected.Store(0)
+		if e := d.expected.Swap(0); e != 0 {
 			deadline = later(deadline, d.epoch.Add(time.Duration(e)))
 		}
 		if !now.Before(deadline) {
@@ -252,6 +254,8 @@ const parkInKernelFromProcs = 4
 // goroutine sees the work, or the producer sees it parked and wakes it. A
 // wake-up that was not needed only makes the next park return at once.
 func (d *PinnedDispatcher) park() bool {
+	d.idle.Store(true)
+	defer d.idle.Store(false)
 	for {
 		d.parked.Store(1)
 		if d.pending() {
@@ -297,9 +301,19 @@ func (d *PinnedDispatcher) notify() {
 	}
 }
 
-// awake reports whether the goroutine is running, spinning or waking on a P
-// of its own: a caller that polls for its reply then keeps no P from it.
-func (d *PinnedDispatcher) awake() bool { return d.parked.Load() == 0 }
+// wakeGrace is how long after its request a caller keeps polling for a GPU
+// thread that was woken from futex(2) and has not run yet: that wake-up took
+// 25–50 µs on the H200 host. A thread woken through the scheduler may need
+// the caller's own P, so its caller gets no grace.
+const wakeGrace = 100 * time.Microsecond
+
+// worthPolling reports whether a caller that sent its request waited ago
+// should keep polling for the reply, holding its P: while the goroutine is
+// awake (it runs on a P of its own), and for wakeGrace while one woken from
+// futex(2) returns to its P.
+func (d *PinnedDispatcher) worthPolling(waited time.Duration) bool {
+	return !d.idle.Load() || (d.kernelPark && waited < wakeGrace)
+}
 
 // expectWindow is how long the goroutine spins for a request announced by
 // expect: the hop through a supervisor takes 5 to 30 µs on the H200 host.
@@ -323,7 +337,9 @@ func later(a, b time.Time) time.Time {
 
 // Schedule runs fn on the pinned goroutine, after the functions scheduled
 // before it (actor.Dispatcher; the GPU actor's own messages go through its
-// pinned mailbox instead). After Stop fn is never run.
+// pinned mailbox instead). After Stop fn is never run. A panic in fn is not
+// recovered: a mailbox recovers its handlers' panics itself, as
+// protoactor-go's do.
 func (d *PinnedDispatcher) Schedule(fn func()) {
 	d.funcs.push(fn)
 	d.notify()

@@ -2,6 +2,9 @@ package gpuworker
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,13 +22,13 @@ func parkMode(kernel bool) string {
 }
 
 // A scheduled function runs on the pinned thread, after those scheduled
-// before it; after Stop none runs.
+// before it; one scheduled after Stop never runs.
 func TestScheduleRunsOnThePinnedThreadInOrder(t *testing.T) {
 	for _, kernel := range parkModes {
 		t.Run(parkMode(kernel), func(t *testing.T) {
 			d := newPinnedDispatcher(0, DefaultSpin, kernel)
 			type run struct{ i, tid int }
-			runs := make(chan run, 3)
+			runs := make(chan run, 4)
 			for i := range 3 {
 				d.Schedule(func() { runs <- run{i, unix.Gettid()} })
 			}
@@ -36,45 +39,89 @@ func TestScheduleRunsOnThePinnedThreadInOrder(t *testing.T) {
 				}
 			}
 			d.Stop()
-			ran := make(chan struct{}, 1)
-			d.Schedule(func() { ran <- struct{}{} })
-			select {
-			case <-d.exited:
-			default:
-				t.Fatal("Stop returned before the pinned goroutine exited")
-			}
-			if len(ran) != 0 {
+			d.Schedule(func() { runs <- run{3, unix.Gettid()} })
+			d.Stop() // idempotent; the goroutine has exited
+			if len(runs) != 0 {
 				t.Fatal("a function scheduled after Stop ran")
 			}
 		})
 	}
 }
 
-// Work queued while the goroutine parks, or just before, always wakes it:
-// many rounds of park and wake-up, each waited for, lose none, with no spin
-// (the goroutine parks after every function) and with one. Stop wakes a
-// parked goroutine.
-func TestParkedGoroutineIsWokenForEveryFunction(t *testing.T) {
+// Work posted by many goroutines at once, while the pinned goroutine runs,
+// spins (a caller marked it hot, or announced work with expect) or parks,
+// is all done: no wake-up is lost, in either park mode, with and without a
+// spin. Producers wait for everything posted so far now and then, so the
+// goroutine parks between their posts; a wait that outlasts its deadline is
+// a lost wake-up.
+func TestNoWakeUpIsLost(t *testing.T) {
 	for _, kernel := range parkModes {
 		for _, spin := range []time.Duration{0, DefaultSpin} {
 			t.Run(fmt.Sprintf("%s/spin=%v", parkMode(kernel), spin), func(t *testing.T) {
 				d := newPinnedDispatcher(0, spin, kernel)
-				done := make(chan int)
-				for i := range 2000 {
-					d.Schedule(func() { done <- i })
-					if got := <-done; got != i {
-						t.Fatalf("round %d ran function %d", i, got)
+				defer d.Stop()
+				inv := &countingInvoker{}
+				m := pinnedMailboxProducer().(*pinnedMailbox)
+				m.RegisterHandlers(inv, d)
+				const producers, posts = 8, 2000
+				var posted, ran atomic.Int64
+				done := func() int64 { return inv.user.Load() + inv.system.Load() + ran.Load() }
+				waitDone := func() error {
+					for deadline := time.Now().Add(10 * time.Second); done() < posted.Load(); runtime.Gosched() {
+						if time.Now().After(deadline) {
+							return fmt.Errorf("lost wake-up: %d of %d done, parked = %d", done(), posted.Load(), d.parked.Load())
+						}
 					}
-					if i%100 == 0 {
-						time.Sleep(100 * time.Microsecond) // let it park
+					return nil
+				}
+				errs := make(chan error, producers)
+				for p := range producers {
+					go func() {
+						r := rand.New(rand.NewPCG(uint64(p), 1))
+						for i := range posts {
+							posted.Add(1)
+							switch r.IntN(4) {
+							case 0:
+								m.PostSystemMessage(i)
+							case 1:
+								d.Schedule(func() { ran.Add(1) })
+							default:
+								m.PostUserMessage(i)
+							}
+							switch r.IntN(100) {
+							case 0:
+								d.hot.Store(true)
+							case 1:
+								d.expect()
+							case 2:
+								time.Sleep(time.Duration(r.IntN(50)) * time.Microsecond)
+							}
+							if r.IntN(10) == 0 {
+								if err := waitDone(); err != nil {
+									errs <- err
+									return
+								}
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range producers {
+					if err := <-errs; err != nil {
+						t.Fatal(err)
 					}
 				}
-				time.Sleep(time.Millisecond)
-				d.Stop()
-				if d.parked.Load() != 0 {
-					t.Fatalf("parked = %d after Stop, want 0", d.parked.Load())
+				if err := waitDone(); err != nil {
+					t.Fatal(err)
 				}
 			})
 		}
 	}
 }
+
+// countingInvoker counts the messages a pinnedMailbox hands it.
+type countingInvoker struct{ user, system atomic.Int64 }
+
+func (c *countingInvoker) InvokeSystemMessage(any)  { c.system.Add(1) }
+func (c *countingInvoker) InvokeUserMessage(any)    { c.user.Add(1) }
+func (c *countingInvoker) EscalateFailure(any, any) {}

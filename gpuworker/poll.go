@@ -19,13 +19,12 @@ import "time"
 const DefaultBusyPoll = 10 * time.Millisecond
 
 // pollReply polls reply without parking or yielding: for up to spin, then,
-// while g is awake (running, spinning or waking on a P of its own), up to
-// busyFor in all. It reports false when no reply came in that time.
-//
-// A parked GPU thread woken through the Go scheduler waits for a P, maybe
-// this goroutine's (a woken goroutine is queued on its waker's P): past the
-// spin the poller parks then, so that its P can run the GPU thread.
-func pollReply[R any](reply <-chan R, spin, busyFor time.Duration, g interface{ awake() bool }) (R, bool) {
+// while g says it is worth it, up to busyFor in all. It reports false when
+// no reply came in that time, or as soon as cancel or exited is closed (the
+// caller's context is done, the worker has stopped).
+func pollReply[R any](reply <-chan R, cancel, exited <-chan struct{}, spin, busyFor time.Duration, g interface {
+	worthPolling(waited time.Duration) bool
+}) (R, bool) {
 	start := time.Now()
 	for {
 		for range pollsPerCheck {
@@ -35,7 +34,16 @@ func pollReply[R any](reply <-chan R, spin, busyFor time.Duration, g interface{ 
 			default:
 			}
 		}
-		if waited := time.Since(start); waited >= spin && (waited >= busyFor || !g.awake()) {
+		select {
+		case <-cancel:
+			var zero R
+			return zero, false
+		case <-exited:
+			var zero R
+			return zero, false
+		default:
+		}
+		if waited := time.Since(start); waited >= spin && (waited >= busyFor || !g.worthPolling(waited)) {
 			var zero R
 			return zero, false
 		}

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// gpuThread is a GPU thread that is awake or not, for pollReply.
+// gpuThread is a GPU thread that is worth polling or not, for pollReply.
 type gpuThread struct{ up atomic.Bool }
 
-func (g *gpuThread) awake() bool { return g.up.Load() }
+func (g *gpuThread) worthPolling(time.Duration) bool { return g.up.Load() }
 
 func awakeThread() *gpuThread {
 	g := &gpuThread{}
@@ -25,20 +25,40 @@ func TestPollReplyPollsWhileAwake(t *testing.T) {
 		time.Sleep(200 * time.Microsecond)
 		reply <- 42
 	}()
-	r, ok := pollReply(reply, time.Microsecond, time.Hour, awakeThread())
+	r, ok := pollReply(reply, nil, nil, time.Microsecond, time.Hour, awakeThread())
 	if !ok || r != 42 {
 		t.Fatalf("pollReply = %d, %v; want 42, true", r, ok)
 	}
 }
 
-// Past the spin, a caller stops polling as soon as the GPU thread is
-// parked, however long busyFor is (with an hour's busyFor, a poll that
-// ignored it would outlast the test's deadline).
-func TestPollReplyStopsWhenParked(t *testing.T) {
+// Past the spin, a caller stops polling as soon as polling is not worth it,
+// however long busyFor is (with an hour's busyFor, a poll that ignored it
+// would outlast the test's deadline).
+func TestPollReplyStopsWhenNotWorthIt(t *testing.T) {
 	reply := make(chan int, 1)
-	r, ok := pollReply(reply, time.Microsecond, time.Hour, &gpuThread{})
+	r, ok := pollReply(reply, nil, nil, time.Microsecond, time.Hour, &gpuThread{})
 	if ok || r != 0 {
 		t.Fatalf("pollReply = %d, %v; want 0, false", r, ok)
+	}
+}
+
+// A done context or a stopped worker ends the poll at once, even in the
+// spin (an hour long here) and with an awake GPU thread.
+func TestPollReplyStopsOnCancelOrExit(t *testing.T) {
+	for _, name := range []string{"cancel", "exited"} {
+		t.Run(name, func(t *testing.T) {
+			reply := make(chan int, 1)
+			closed := make(chan struct{})
+			close(closed)
+			cancel, exited := closed, make(chan struct{})
+			if name == "exited" {
+				cancel, exited = nil, closed
+			}
+			r, ok := pollReply(reply, cancel, exited, time.Hour, time.Hour, awakeThread())
+			if ok || r != 0 {
+				t.Fatalf("pollReply = %d, %v; want 0, false", r, ok)
+			}
+		})
 	}
 }
 
@@ -46,7 +66,7 @@ func TestPollReplyStopsWhenParked(t *testing.T) {
 func TestPollReplyStopsAfterBusyFor(t *testing.T) {
 	reply := make(chan int, 1)
 	start := time.Now()
-	r, ok := pollReply(reply, 0, time.Millisecond, awakeThread())
+	r, ok := pollReply(reply, nil, nil, 0, time.Millisecond, awakeThread())
 	if ok || r != 0 {
 		t.Fatalf("pollReply = %d, %v; want 0, false", r, ok)
 	}

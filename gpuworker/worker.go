@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,8 +27,10 @@ type Worker struct {
 	mailbox    *pinnedMailbox
 	status     *workerStatus // the actor's fatal error; closes exited when it has stopped
 	// polls: callers alone in the mailbox poll for their replies (a spin,
-	// and GOMAXPROCS > 1 when the worker started).
-	polls bool
+	// and GOMAXPROCS > 1 when the worker started). poller is held by the one
+	// caller polling now: at most one holds a P that way.
+	polls  bool
+	poller atomic.Bool
 
 	closing  chan struct{} // closed when Stop starts: new requests get ErrClosed
 	stopped  chan struct{} // closed when the actor and its thread are gone
@@ -124,9 +127,11 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 // microseconds, through another actor: a parked GPU thread is woken now (its
 // wake-up, tens of microseconds on a VM, then overlaps the hop through that
 // actor) and it spins for the request rather than parking. It costs an atomic
-// store when the thread is awake, and does nothing with no spin (WithSpin(0)).
+// store when the thread is awake, and does nothing when callers do not poll
+// (WithSpin(0), or GOMAXPROCS 1: a spinning GPU thread would hold the only
+// P).
 func (w *Worker) Expect() {
-	if w.dispatcher.spin > 0 {
+	if w.polls {
 		w.dispatcher.expect()
 	}
 }
@@ -179,6 +184,14 @@ func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, err
 	return askBusy(ctx, w, msg, reply, DefaultBusyPoll)
 }
 
+// ctxDone is ctx.Done(), nil (never closed) for a nil ctx.
+func ctxDone(ctx context.Context) <-chan struct{} {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Done()
+}
+
 // askBusy is ask with the busy poll busy (0: poll for the spin only).
 //
 // A caller that finds no request waiting in the GPU actor's mailbox polls
@@ -200,15 +213,16 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 	default:
 	}
 	r, err := sendAndWait(ctx, w.status.exited, func() (R, bool) {
-		if !w.polls || w.mailbox.waiting.Load() != 0 {
+		if !w.polls || w.mailbox.waiting.Load() != 0 || !w.poller.CompareAndSwap(false, true) {
 			w.system.Root.Send(w.pid, msg)
 			var zero R
 			return zero, false
 		}
+		defer w.poller.Store(false)
 		d := w.dispatcher
 		d.hot.Store(true)
 		w.system.Root.Send(w.pid, msg)
-		return pollReply(reply, d.spin, busy, d)
+		return pollReply(reply, ctxDone(ctx), w.status.exited, d.spin, busy, d)
 	}, reply)
 	if errors.Is(err, ErrClosed) {
 		if fatal := w.Err(); fatal != nil {

@@ -13,7 +13,8 @@ import (
 // releaseSupervisor frees every registered resource. Release walks the
 // resources in reverse order of registration and each discrete arena's buffer
 // table backwards (by BufferID, so a new buffer cannot be forgotten; a pooled
-// arena is one allocation), keeps going after an error and returns the first.
+// arena is one allocation; a discrete one is freed in one FreeBatch request),
+// keeps going after an error and returns the first.
 // What it freed it forgets, so a second Release never frees twice; what failed
 // it keeps, so a second Release retries exactly that.
 //
@@ -144,23 +145,42 @@ func (s *releaseSupervisor) releaseOne(r *messages.ReleaseReply, res resource) *
 		}
 		return &res
 	}
-	var left *messages.Arena
+	return s.releaseDiscrete(r, res)
+}
+
+// releaseDiscrete frees every buffer of a discrete arena, the buffer table
+// walked backwards, in one request, and returns what of it is still held
+// (nil when all of it was freed).
+func (s *releaseSupervisor) releaseDiscrete(r *messages.ReleaseReply, res resource) *resource {
 	ids := arena.BufferIDs()
+	var ptrs []messages.DevicePtr
+	byPtr := make(map[messages.DevicePtr]arena.BufferID, len(ids))
 	for i := len(ids) - 1; i >= 0; i-- {
-		id := ids[i]
-		ptr := res.arena.Ptrs[id]
-		if ptr == 0 {
-			continue
-		}
-		if !note(res.arena.Bytes(id), s.free(res.owner, ptr)) {
-			if left == nil {
-				left = &messages.Arena{Plan: res.arena.Plan, Layout: res.arena.Layout}
-			}
-			left.Ptrs[id] = ptr
+		if ptr := res.arena.Ptrs[ids[i]]; ptr != 0 {
+			ptrs = append(ptrs, ptr)
+			byPtr[ptr] = ids[i]
 		}
 	}
-	if left == nil {
+	failed, err := s.worker.FreeBatch(uncancelled, res.owner, ptrs)
+	if err != nil && r.Err == nil {
+		r.Err = err
+	}
+	held := make(map[messages.DevicePtr]bool, len(failed))
+	for _, ptr := range failed {
+		held[ptr] = true
+	}
+	for _, ptr := range ptrs {
+		if !held[ptr] {
+			r.Freed++
+			r.Bytes += res.arena.Bytes(byPtr[ptr])
+		}
+	}
+	if len(failed) == 0 {
 		return nil
+	}
+	left := &messages.Arena{Plan: res.arena.Plan, Layout: res.arena.Layout}
+	for _, ptr := range failed {
+		left.Ptrs[byPtr[ptr]] = ptr
 	}
 	return &resource{owner: res.owner, origin: res.origin, arena: left}
 }

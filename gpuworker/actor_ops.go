@@ -184,23 +184,29 @@ func (a *gpuActor) free(m *messages.Free) error {
 	return a.release(m.Ptr)
 }
 
-func (a *gpuActor) freeBatch(m *messages.FreeBatch) error {
+func (a *gpuActor) freeBatch(m *messages.FreeBatch) messages.FreeBatchReply {
 	if err := a.usable(m.Ctx); err != nil {
-		return err
+		return messages.FreeBatchReply{Failed: m.Ptrs, Err: err}
 	}
-	var first error
+	var r messages.FreeBatchReply
 	for _, ptr := range m.Ptrs {
 		err := func() error {
+			if err := a.usable(nil); err != nil {
+				return err // the backend panicked: call it no more, as for separate requests
+			}
 			if _, err := a.ledger.lookup(ptr, m.Owner); err != nil {
 				return fmt.Errorf("free: %w", err)
 			}
 			return a.release(ptr)
 		}()
-		if err != nil && first == nil {
-			first = err
+		if err != nil {
+			r.Failed = append(r.Failed, ptr)
+			if r.Err == nil {
+				r.Err = err
+			}
 		}
 	}
-	return first
+	return r
 }
 
 func (a *gpuActor) freeOwner(m *messages.FreeOwner) messages.FreeOwnerReply {

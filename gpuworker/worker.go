@@ -279,11 +279,18 @@ func (w *Worker) Free(ctx context.Context, owner string, ptr messages.DevicePtr)
 	return errors.Join(err, r)
 }
 
-// FreeBatch frees every pointer, keeping going after an error; it returns the first.
-func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []messages.DevicePtr) error {
-	reply := make(chan error, 1)
+// FreeBatch frees every pointer held by owner, in order, in one request,
+// keeping going after an error. It returns the pointers still held, in their
+// order in ptrs, and the first error. When err is the context's or ErrClosed
+// the request may have run or not: failed is then all of ptrs, and the
+// ledger tells what is still held.
+func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []messages.DevicePtr) (failed []messages.DevicePtr, err error) {
+	reply := make(chan messages.FreeBatchReply, 1)
 	r, err := ask(ctx, w, &messages.FreeBatch{Ctx: ctx, Owner: owner, Ptrs: ptrs, Reply: reply}, reply)
-	return errors.Join(err, r)
+	if err != nil {
+		return ptrs, err
+	}
+	return r.Failed, r.Err
 }
 
 // FreeOwner frees everything owner holds, newest first.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,9 +159,9 @@ func TestFreeBatchKeepsGoingAndReturnsFirstError(t *testing.T) {
 	w, sim := startSim(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailFreeAt: 2}})
 	ctx := context.Background()
 	ptrs := []messages.DevicePtr{mustAlloc(t, w, "o", mib), mustAlloc(t, w, "o", mib), mustAlloc(t, w, "o", mib)}
-	err := w.FreeBatch(ctx, "o", ptrs)
-	if !errors.Is(err, gpuworker.ErrInjected) {
-		t.Fatalf("FreeBatch = %v, want the injected free failure", err)
+	failed, err := w.FreeBatch(ctx, "o", ptrs)
+	if !errors.Is(err, gpuworker.ErrInjected) || !slices.Equal(failed, ptrs[1:2]) {
+		t.Fatalf("FreeBatch = %#x, %v; want [%#x] and the injected free failure", failed, err, ptrs[1])
 	}
 	l, _ := w.Ledger(ctx)
 	if len(l.Entries) != 1 || l.Entries[0].Ptr != ptrs[1] || sim.BytesInUse() != mib {

@@ -85,12 +85,21 @@ type Free struct {
 }
 
 // FreeBatch frees every pointer in Ptrs, in order, keeping going after an
-// error. Reply: the first error, nil when all were freed.
+// error: one message for what would be len(Ptrs) Free requests. Reply:
+// FreeBatchReply.
 type FreeBatch struct {
 	Ctx   context.Context
 	Owner string
 	Ptrs  []DevicePtr
-	Reply chan<- error
+	Reply chan<- FreeBatchReply
+}
+
+// FreeBatchReply answers FreeBatch: Failed are the pointers of Ptrs that are
+// still held (in their order in Ptrs; all of them when the request was not
+// started), Err the first error; both empty when every pointer was freed.
+type FreeBatchReply struct {
+	Failed []DevicePtr
+	Err    error
 }
 
 // FreeOwner frees every allocation the ledger holds for Owner, newest first,

@@ -84,7 +84,7 @@ func TestBadInputWorkerCalls(t *testing.T) {
 		{"free an interior pointer", func() error { return w.Free(ctx, "alice", p+8) }, gpuworker.ErrNotAllocated, nil},
 		{"free by another owner", func() error { return w.Free(ctx, "bob", p) }, gpuworker.ErrNotOwner, []string{`"alice"`, `"bob"`}},
 		{"double free", func() error { return w.Free(ctx, "alice", freed) }, gpuworker.ErrNotAllocated, nil},
-		{"free batch with a stranger's pointer", func() error { return w.FreeBatch(ctx, "bob", []messages.DevicePtr{q}) }, gpuworker.ErrNotOwner, []string{`"bob"`}},
+		{"free batch with a stranger's pointer", func() error { _, err := w.FreeBatch(ctx, "bob", []messages.DevicePtr{q}); return err }, gpuworker.ErrNotOwner, []string{`"bob"`}},
 		{"memset NULL", func() error { return w.Memset(ctx, 0, 1, 1) }, gpuworker.ErrNotAllocated, nil},
 		{"memset past the end", func() error { return w.Memset(ctx, p+mib-1, 1, 2) }, gpuworker.ErrOutOfRange, []string{"p"}},
 		{"memset < 0 B", func() error { return w.Memset(ctx, p, 1, -1) }, gpuworker.ErrInvalidValue, nil},

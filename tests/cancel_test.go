@@ -74,7 +74,7 @@ func TestWorkerCancelledBeforeSend(t *testing.T) {
 		},
 		"AllocPool": func() error { _, err := w.AllocPool(ctx, "o", "x", mib, nil); return err },
 		"Free":      func() error { return w.Free(ctx, "o", p) },
-		"FreeBatch": func() error { return w.FreeBatch(ctx, "o", []messages.DevicePtr{p}) },
+		"FreeBatch": func() error { _, err := w.FreeBatch(ctx, "o", []messages.DevicePtr{p}); return err },
 		"FreeOwner": func() error { _, err := w.FreeOwner(ctx, "o"); return err },
 		"Memset":    func() error { return w.Memset(ctx, p, 1, mib) },
 		"CopyHtoD":  func() error { return w.CopyHtoD(ctx, p, pattern) },

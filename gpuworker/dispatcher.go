@@ -81,19 +81,19 @@ var _ actor.Dispatcher = (*PinnedDispatcher)(nil)
 const DefaultThroughput = 300
 
 // DefaultSpin is the spin the GPU worker's dispatcher uses unless WithSpin
-// says otherwise: after a function returns, the pinned goroutine polls for
-// the next one for up to 20 µs before it parks, and a caller whose request is
-// alone in the mailbox polls for its reply for as long (pollReply), so a
-// round trip costs no thread wake-up on either side.
+// says otherwise: after handling a request from a polling caller, the pinned
+// goroutine polls for the next one for up to 20 µs before it parks, and a
+// caller alone in the mailbox polls for its reply at least as long
+// (pollReply), so a round trip costs no thread wake-up on either side.
 //
 // Chosen by measurement (docs/performance.md, 2026-11-30). A spin alone does
 // not pay while callers park for their replies: the reply makes the caller
 // runnable on the P the spinning thread holds, where it waits for the spin to
 // end. On an H200 host (16 vCPUs, cuda backend) one client's empty round
-// trip had a p50 of 19 µs with no spin and 40 µs with a 20 µs spin alone;
-// with the 20 µs spin and polling callers it had a p50 of 0.7 to 2.5 µs and a
-// p99 of 5 to 8 µs, and 256 clients reached 1.7 times one client's
-// throughput. WithSpin(0) turns both off.
+// trip had a p50 of 21 µs with no spin and 40 µs with a 20 µs spin alone;
+// with the 20 µs spin, polling callers and the pinned mailbox it has a p50 of
+// 1.3 to 1.9 µs and a p99 of 5 to 9 µs, and 256 clients reach 1.3 to 1.6
+// times one client's throughput. WithSpin(0) turns both off.
 const DefaultSpin = 20 * time.Microsecond
 
 // pollsPerCheck is how many empty polls a spinning goroutine makes between

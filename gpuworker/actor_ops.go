@@ -191,8 +191,8 @@ func (a *gpuActor) freeBatch(m *messages.FreeBatch) messages.FreeBatchReply {
 	var r messages.FreeBatchReply
 	for _, ptr := range m.Ptrs {
 		err := func() error {
-			if err := a.usable(nil); err != nil {
-				return err // the backend panicked: call it no more, as for separate requests
+			if a.fatal != nil {
+				return a.fatal // the backend panicked: call it no more, as for separate requests
 			}
 			if _, err := a.ledger.lookup(ptr, m.Owner); err != nil {
 				return fmt.Errorf("free: %w", err)

@@ -153,34 +153,33 @@ func (s *releaseSupervisor) releaseOne(r *messages.ReleaseReply, res resource) *
 // (nil when all of it was freed).
 func (s *releaseSupervisor) releaseDiscrete(r *messages.ReleaseReply, res resource) *resource {
 	ids := arena.BufferIDs()
+	var order []arena.BufferID // the buffers, in the order freed
 	var ptrs []messages.DevicePtr
-	byPtr := make(map[messages.DevicePtr]arena.BufferID, len(ids))
 	for i := len(ids) - 1; i >= 0; i-- {
 		if ptr := res.arena.Ptrs[ids[i]]; ptr != 0 {
-			ptrs = append(ptrs, ptr)
-			byPtr[ptr] = ids[i]
+			order, ptrs = append(order, ids[i]), append(ptrs, ptr)
 		}
 	}
+	// failed keeps the order of ptrs: walk both at once.
 	failed, err := s.worker.FreeBatch(uncancelled, res.owner, ptrs)
 	if err != nil && r.Err == nil {
 		r.Err = err
 	}
-	held := make(map[messages.DevicePtr]bool, len(failed))
-	for _, ptr := range failed {
-		held[ptr] = true
-	}
-	for _, ptr := range ptrs {
-		if !held[ptr] {
-			r.Freed++
-			r.Bytes += res.arena.Bytes(byPtr[ptr])
+	var left *messages.Arena
+	for i, ptr := range ptrs {
+		if len(failed) > 0 && failed[0] == ptr {
+			failed = failed[1:]
+			if left == nil {
+				left = &messages.Arena{Plan: res.arena.Plan, Layout: res.arena.Layout}
+			}
+			left.Ptrs[order[i]] = ptr
+			continue
 		}
+		r.Freed++
+		r.Bytes += res.arena.Bytes(order[i])
 	}
-	if len(failed) == 0 {
+	if left == nil {
 		return nil
-	}
-	left := &messages.Arena{Plan: res.arena.Plan, Layout: res.arena.Layout}
-	for _, ptr := range failed {
-		left.Ptrs[byPtr[ptr]] = ptr
 	}
 	return &resource{owner: res.owner, origin: res.origin, arena: left}
 }

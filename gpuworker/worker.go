@@ -136,10 +136,6 @@ func (w *Worker) Expect() {
 	}
 }
 
-// Spin is how long the GPU thread spins for the next request, and a caller
-// polls for its reply, before parking (WithSpin; 0: neither does).
-func (w *Worker) Spin() time.Duration { return w.dispatcher.spin }
-
 // Info describes the device the worker drives.
 func (w *Worker) Info() DeviceInfo { return w.info }
 

@@ -44,11 +44,12 @@ type PinnedDispatcher struct {
 	// Every post reads it; the goroutine writes it when it parks. hot is set
 	// by a caller that polls for its reply and consumed by the next spin:
 	// the goroutine spins only when a caller is polling, so a spin never
-	// keeps a parked caller off its P. Each has a cache line of its own.
+	// keeps a parked caller off its P. parked and idle share a cache line,
+	// which the goroutine writes only when it parks; hot has its own.
 	_      cpu.CacheLinePad
 	parked atomic.Uint32
 	// idle is true from when the goroutine starts to park until it runs
-	// again; only the goroutine writes it (awake).
+	// again; only the goroutine writes it (worthPolling).
 	idle atomic.Bool
 	_    cpu.CacheLinePad
 	hot  atomic.Bool

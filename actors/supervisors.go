@@ -71,9 +71,9 @@ func (s *Supervisors) Stop() {
 
 // ask sends msg to the supervisor ch and waits for its reply, for ctx, or for
 // the supervisor to stop for good: ErrClosed after Stop, ErrSupervisorStopped
-// when it stopped after repeated failures. Every request to a supervisor
-// leads to requests to the GPU actor: the GPU thread is told to expect them
-// (gpuworker.Worker.Expect).
+// when it stopped after repeated failures. The GPU thread is told to expect
+// a request (gpuworker.Worker.Expect): every supervisor request but
+// RetireSlabs leads to one, and RetireSlabs comes between two that do.
 func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <-chan R) (R, error) {
 	select {
 	case <-s.closing:

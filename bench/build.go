@@ -58,14 +58,7 @@ func (s BuildSample) Summaries() (build, release Summary) {
 // DriverMeans are the mean times a build and a release spent inside the
 // backend's calls.
 func (s BuildSample) DriverMeans() (build, release time.Duration) {
-	return mean(s.BuildDriver), mean(s.ReleaseDriver)
-}
-
-func mean(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	return sum(d) / time.Duration(len(d))
+	return Summarize(s.BuildDriver, 0).Mean, Summarize(s.ReleaseDriver, 0).Mean
 }
 
 func sum(d []time.Duration) time.Duration {

@@ -30,7 +30,8 @@ type arenaSupervisor struct {
 	retired bool
 }
 
-// Receive handles Started, BuildArena, RunForward and RetireArena.
+// Receive handles Started, BuildArena, RunForward and Release (its part:
+// retire the arena, then hand the release to the slab supervisor).
 func (s *arenaSupervisor) Receive(c actor.Context) {
 	defer answerPanic("arena", s.cfg.logger, c.Message())
 	s.cfg.received("arena", c.Message())
@@ -43,21 +44,24 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 		m.Reply <- messages.BuildArenaReply{Arena: a, Err: err}
 	case *messages.RunForward:
 		m.Reply <- s.forward(m)
-	case *messages.RetireArena:
+	case *messages.Release:
 		if s.arena == nil && !s.retired {
-			m.Reply <- ErrNoArena // nothing to release: the manager stays buildable
+			// Nothing to release: the manager stays buildable.
+			m.Reply <- messages.ReleaseReply{Err: fmt.Errorf("release: %w", ErrNoArena)}
 			return
 		}
 		s.retired = true
-		m.Reply <- s.worker.RetireOwners(uncancelled, []string{messages.ArenaOwner})
+		m.RetireErr = s.worker.RetireOwners(uncancelled, []string{messages.ArenaOwner})
+		c.Send(s.slab, m)
 	}
 }
 
 // rebuild reads the supervisor's state from the ledger: the built arena and
-// whether it was released. A build that never finished (the supervisor
-// failed between its allocations and tagging them) is rolled back here: its
-// caller was answered with an error. The built arena is handed to the slab
-// and release supervisors again, which ignore what they already have.
+// whether it was released. A build is tagged in the ledger whole or not at
+// all; what a failed build's rollback could not free (untagged allocations
+// of the arena and slab owners) is freed here, in case the supervisor failed
+// before it did so itself. The built arena is handed to the slab and release
+// supervisors again, which ignore what they already have.
 func (s *arenaSupervisor) rebuild(c actor.Context) {
 	st, err := readLedger(s.worker)
 	if err != nil {
@@ -67,7 +71,7 @@ func (s *arenaSupervisor) rebuild(c actor.Context) {
 	s.arena, s.retired = st.arena, st.retired
 	for _, e := range st.orphans {
 		if err := s.worker.Free(uncancelled, e.Owner, e.Ptr); err != nil {
-			s.cfg.logger.Error("arena supervisor: free an unfinished build's allocation", "label", e.Label, "owner", e.Owner, "bytes", e.Bytes, "err", err)
+			s.cfg.logger.Error("arena supervisor: free a failed build's allocation", "label", e.Label, "owner", e.Owner, "bytes", e.Bytes, "err", err)
 		}
 	}
 	if s.arena != nil {
@@ -75,13 +79,12 @@ func (s *arenaSupervisor) rebuild(c actor.Context) {
 	}
 }
 
-// register hands a built arena's slabs to the slab supervisor and the arena
-// and its slabs to the release supervisor.
+// register hands a built arena and its slabs to the release supervisor, and
+// its slabs to the slab supervisor: one message each.
 func (s *arenaSupervisor) register(c actor.Context, a *messages.Arena) {
 	c.Send(s.release, &messages.RegisterArena{Arena: a})
-	for _, sl := range a.Slabs {
-		c.Send(s.slab, &messages.AdoptSlab{Slab: sl})
-		c.Send(s.release, &messages.RegisterSlab{Slab: sl})
+	if len(a.Slabs) > 0 {
+		c.Send(s.slab, &messages.AdoptSlabs{Slabs: a.Slabs})
 	}
 }
 
@@ -107,15 +110,12 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 	// says: a half-built arena the caller gave up on would leak. A built arena
 	// is registered for release even when nobody waits for it any more.
 	a, err := s.allocate(m.Plan, m.Layout)
-	if err == nil {
-		s.cfg.hook("arena", PointBuildAllocated)
-		// Tagging makes the build a built arena in the ledger, at once for
-		// every allocation: a restarted supervisor finds it there.
-		_, err = s.worker.TagOwners(uncancelled, planOwners(m.Plan), a)
-	}
 	if err != nil {
-		if ferr := s.freeAll(m.Plan); ferr != nil {
-			err = fmt.Errorf("%w (and the rollback failed: %v)", err, ferr)
+		s.cfg.hook("arena", PointBuildFailed)
+		// The GPU actor rolled the build back; what its frees left (a free
+		// that failed) is untagged and freed here, by owner.
+		if ferr := s.freeUnfinished(m.Plan); ferr != nil {
+			err = fmt.Errorf("%w (and freeing what the rollback left failed: %v)", err, ferr)
 		}
 		return nil, fmt.Errorf("build arena (%s, %s; largest buffers: %s): %w",
 			m.Plan.ModelType, arena.HumanBytes(m.Plan.TotalBytes), largest(m.Plan, 3), err)
@@ -144,53 +144,41 @@ func checkSlabs(plan *arena.Plan) error {
 	return nil
 }
 
-// planOwners are the ledger owners of a plan's arena and slabs.
-func planOwners(plan *arena.Plan) []string {
+// freeUnfinished frees whatever a failed build left: everything the arena's
+// and the plan's slabs' owners hold (no arena is built, so nothing else is
+// theirs). After a successful rollback they hold nothing and this frees
+// nothing.
+func (s *arenaSupervisor) freeUnfinished(plan *arena.Plan) error {
 	owners := []string{messages.ArenaOwner}
 	for _, spec := range plan.Slabs {
 		owners = append(owners, messages.SlabOwner(spec.Name))
 	}
-	return owners
-}
-
-// allocate allocates the arena, its slabs, and zero-fills norm_unit_w
-// (design.md §5: it must read as zeros before the first step).
-func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
-	var a *messages.Arena
-	var err error
-	if layout == messages.LayoutDiscrete {
-		a, err = s.allocDiscrete(plan)
-	} else {
-		a, err = s.allocPooled(plan)
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, spec := range plan.Slabs {
-		ptr, err := s.worker.Alloc(uncancelled, messages.SlabOwner(spec.Name), spec.Name, spec.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("slab %s: %w", spec.Name, err)
-		}
-		a.Slabs = append(a.Slabs, messages.Slab{Name: spec.Name, Ptr: ptr, Bytes: spec.Bytes})
-	}
-	if p := a.Ptrs[arena.NormUnitW]; p != 0 {
-		if err := s.worker.Memset(uncancelled, p, 0, a.Bytes(arena.NormUnitW)); err != nil {
-			return nil, fmt.Errorf("zero-fill norm_unit_w: %w", err)
-		}
-	}
-	return a, nil
-}
-
-// freeAll frees whatever a failed build allocated: everything the arena's
-// and the plan's slabs' owners hold.
-func (s *arenaSupervisor) freeAll(plan *arena.Plan) error {
 	var first error
-	for _, o := range planOwners(plan) {
+	for _, o := range owners {
 		if _, err := s.worker.FreeOwner(uncancelled, o); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// allocate makes the arena's allocations (the pool, or one per buffer, and
+// the slabs), zero-fills norm_unit_w (design.md §5: it must read as zeros
+// before the first step) and tags the allocations with the arena, in one
+// request to the GPU actor that does all of it or none: the ledger never
+// holds half a build as a built arena, and a supervisor restarted after it
+// finds the arena there.
+func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
+	b, err := newArenaBatch(plan, layout)
+	if err != nil {
+		return nil, err
+	}
+	_, tag, err := s.worker.AllocBatch(uncancelled, messages.ArenaOwner, b.items,
+		func(ptrs []messages.DevicePtr) any { return b.arena(ptrs) })
+	if err != nil {
+		return nil, err
+	}
+	return tag.(*messages.Arena), nil
 }
 
 // largest names the plan's n largest buffers ("logits 2.32 GiB, ...").
@@ -221,49 +209,3 @@ func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply 
 	return messages.ForwardReply{Duration: d, Err: err}
 }
 
-// allocPooled allocates the plan's buffers as one pool.
-func (s *arenaSupervisor) allocPooled(plan *arena.Plan) (*messages.Arena, error) {
-	layout, err := arena.NewPoolLayout(plan)
-	if err != nil {
-		return nil, err
-	}
-	var views []messages.PoolView
-	for _, id := range arena.BufferIDs() {
-		if off := layout.Offsets[id]; off >= 0 {
-			views = append(views, messages.PoolView{Label: id.String(), Offset: off, Bytes: plan.Buffers[id].Bytes})
-		}
-	}
-	pool, err := s.worker.AllocPool(uncancelled, messages.ArenaOwner, messages.PoolLabel, layout.Bytes, views)
-	if err != nil {
-		return nil, err
-	}
-	a := &messages.Arena{Plan: plan, Layout: messages.LayoutPooled, Pool: pool, PoolBytes: layout.Bytes}
-	for _, id := range arena.BufferIDs() {
-		if off := layout.Offsets[id]; off >= 0 {
-			a.Ptrs[id] = pool + messages.DevicePtr(off)
-		}
-	}
-	return a, nil
-}
-
-// allocDiscrete allocates each present buffer on its own, in one
-// all-or-nothing batch.
-func (s *arenaSupervisor) allocDiscrete(plan *arena.Plan) (*messages.Arena, error) {
-	var ids []arena.BufferID
-	var items []messages.AllocItem
-	for _, id := range arena.BufferIDs() {
-		if b := plan.Buffers[id]; b.Present() {
-			ids = append(ids, id)
-			items = append(items, messages.AllocItem{Label: id.String(), Bytes: b.Bytes})
-		}
-	}
-	ptrs, err := s.worker.AllocBatch(uncancelled, messages.ArenaOwner, items)
-	if err != nil {
-		return nil, err
-	}
-	a := &messages.Arena{Plan: plan, Layout: messages.LayoutDiscrete}
-	for i, id := range ids {
-		a.Ptrs[id] = ptrs[i]
-	}
-	return a, nil
-}

@@ -29,12 +29,13 @@ const (
 	// PointReceive: a supervisor got a message other than a lifecycle one,
 	// and has not yet handled it.
 	PointReceive Point = "receive"
-	// PointBuildAllocated: the arena supervisor has made every allocation of
-	// a build but not yet tagged them as a built arena in the ledger.
-	PointBuildAllocated Point = "build allocated"
-	// PointBuilt: the build is tagged in the ledger, not yet handed to the
-	// slab and release supervisors nor answered.
+	// PointBuilt: the GPU actor has made every allocation of a build and
+	// tagged them as a built arena in the ledger; the arena is not yet handed
+	// to the slab and release supervisors nor answered.
 	PointBuilt Point = "built"
+	// PointBuildFailed: the GPU actor refused a build and rolled it back;
+	// what the rollback could not free is not yet freed.
+	PointBuildFailed Point = "build failed"
 	// PointForward: the arena supervisor is about to send a forward step.
 	PointForward Point = "forward"
 	// PointCarved: the slab supervisor has recorded a carve in the ledger,

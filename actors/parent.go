@@ -32,6 +32,7 @@ type parent struct {
 	release  *child
 	slab     *child
 	arena    *child
+	chain    *child // stopped when any of the three is: what a Release waits on
 	spawned  chan<- struct{}
 	children bool
 }
@@ -46,8 +47,9 @@ func (p *parent) Receive(c actor.Context) {
 		p.children = true
 		w, cfg := p.worker, p.cfg
 		p.release.pid = spawnChild(c, p.release.name, func() actor.Actor { return &releaseSupervisor{worker: w, cfg: cfg} })
-		p.slab.pid = spawnChild(c, p.slab.name, func() actor.Actor { return &slabSupervisor{worker: w, cfg: cfg} })
-		release, slab := p.release.pid, p.slab.pid
+		release := p.release.pid
+		p.slab.pid = spawnChild(c, p.slab.name, func() actor.Actor { return &slabSupervisor{worker: w, cfg: cfg, release: release} })
+		slab := p.slab.pid
 		p.arena.pid = spawnChild(c, p.arena.name, func() actor.Actor {
 			return &arenaSupervisor{worker: w, cfg: cfg, release: release, slab: slab}
 		})
@@ -56,10 +58,11 @@ func (p *parent) Receive(c actor.Context) {
 		for _, ch := range []*child{p.arena, p.slab, p.release} {
 			if ch.pid != nil && ch.pid.Equal(m.Who) {
 				ch.stopped()
+				p.chain.stopped()
 			}
 		}
 	case *actor.Stopped:
-		for _, ch := range []*child{p.arena, p.slab, p.release} {
+		for _, ch := range []*child{p.arena, p.slab, p.release, p.chain} {
 			ch.stopped()
 		}
 	}

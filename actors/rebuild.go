@@ -13,8 +13,8 @@ import (
 //
 //   - the arena supervisor: the built arena (the *messages.Arena its
 //     allocations are tagged with), whether it was released (the arena owner
-//     is retired), and builds that never finished (untagged allocations of
-//     the arena and slab owners), which it frees;
+//     is retired), and what a failed build's rollback could not free
+//     (untagged allocations of the arena and slab owners), which it frees;
 //   - the slab supervisor: each slab of the arena and how far it is carved
 //     (the end of the last of the slab's views: each carve is one);
 //   - the release supervisor: what of the arena and its slabs is still live.
@@ -23,10 +23,10 @@ type ledgerState struct {
 	arena *messages.Arena
 	// live are the live allocations of the arena and slab owners, by pointer.
 	live map[messages.DevicePtr]messages.LedgerEntry
-	// views are those allocations' views (pool buffers, slab carves), by parent.
-	views map[messages.DevicePtr][]messages.LedgerEntry
 	// orphans are the untagged live allocations of the arena and slab owners.
 	orphans []messages.LedgerEntry
+	// views are those allocations' views (pool buffers, slab carves), by parent.
+	views map[messages.DevicePtr][]messages.LedgerEntry
 	// retired: the arena was released.
 	retired bool
 }

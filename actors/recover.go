@@ -25,12 +25,8 @@ func answerPanic(name string, logger *slog.Logger, msg any) {
 		trySend(m.Reply, messages.BuildArenaReply{Err: err})
 	case *messages.RunForward:
 		trySend(m.Reply, messages.ForwardReply{Err: err})
-	case *messages.RetireArena:
-		trySend(m.Reply, err)
 	case *messages.CarveSlab:
 		trySend(m.Reply, messages.CarveSlabReply{Err: err})
-	case *messages.RetireSlabs:
-		trySend(m.Reply, err)
 	case *messages.Release:
 		trySend(m.Reply, messages.ReleaseReply{Err: err})
 	}

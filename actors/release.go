@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -38,7 +39,7 @@ type resource struct {
 	slab   messages.Slab   // set for a slab
 }
 
-// Receive handles Started, RegisterArena, RegisterSlab and Release.
+// Receive handles Started, RegisterArena and Release.
 func (s *releaseSupervisor) Receive(c actor.Context) {
 	defer answerPanic("release", s.cfg.logger, c.Message())
 	s.cfg.received("release", c.Message())
@@ -48,10 +49,15 @@ func (s *releaseSupervisor) Receive(c actor.Context) {
 		s.cfg.hook("release", PointStarted)
 	case *messages.RegisterArena:
 		s.add(resource{owner: messages.ArenaOwner, origin: m.Arena, arena: m.Arena})
-	case *messages.RegisterSlab:
-		s.add(resource{owner: messages.SlabOwner(m.Slab.Name), slab: m.Slab})
+		for _, sl := range m.Arena.Slabs {
+			s.add(resource{owner: messages.SlabOwner(sl.Name), slab: sl})
+		}
 	case *messages.Release:
-		m.Reply <- s.releaseAll()
+		r := s.releaseAll()
+		if r.Err == nil && m.RetireErr != nil {
+			r.Err = fmt.Errorf("release: record the retirement in the ledger: %w", m.RetireErr)
+		}
+		m.Reply <- r
 	}
 }
 

@@ -25,6 +25,7 @@ const DefaultSlabAlign = 256
 type slabSupervisor struct {
 	worker  *gpuworker.Worker
 	cfg     config
+	release *actor.PID
 	slabs   map[string]*slabState
 	retired bool
 }
@@ -34,7 +35,8 @@ type slabState struct {
 	used int64
 }
 
-// Receive handles Started, AdoptSlab, CarveSlab and RetireSlabs.
+// Receive handles Started, AdoptSlabs, CarveSlab and Release (its part:
+// retire the slabs, then hand the release to the release supervisor).
 func (s *slabSupervisor) Receive(c actor.Context) {
 	defer answerPanic("slab", s.cfg.logger, c.Message())
 	s.cfg.received("slab", c.Message())
@@ -42,13 +44,15 @@ func (s *slabSupervisor) Receive(c actor.Context) {
 	case *actor.Started:
 		s.rebuild()
 		s.cfg.hook("slab", PointStarted)
-	case *messages.AdoptSlab:
-		s.adopt(m.Slab, 0)
+	case *messages.AdoptSlabs:
+		for _, sl := range m.Slabs {
+			s.adopt(sl, 0)
+		}
 	case *messages.CarveSlab:
 		m.Reply <- s.carve(m)
-	case *messages.RetireSlabs:
+	case *messages.Release:
 		s.retired = true
-		m.Reply <- nil
+		c.Send(s.release, m)
 	}
 }
 
@@ -72,7 +76,7 @@ func (s *slabSupervisor) rebuild() {
 }
 
 // adopt starts carving sl at used bytes, unless the supervisor carves it
-// already (an AdoptSlab sent again after the arena supervisor restarted).
+// already (AdoptSlabs sent again after the arena supervisor restarted).
 func (s *slabSupervisor) adopt(sl messages.Slab, used int64) {
 	if s.slabs == nil {
 		s.slabs = make(map[string]*slabState)

@@ -102,26 +102,28 @@ func TestArenaSupervisorRestartKeepsTheArena(t *testing.T) {
 	r.agrees(t, 0)
 }
 
-// A panic after a build's allocations and before it is recorded as built:
-// the caller is answered, and the restarted supervisor frees the unfinished
-// build, so the ledger is back where it was and a new build succeeds.
-func TestArenaSupervisorRestartRollsBackAnUnfinishedBuild(t *testing.T) {
-	r, p := newPanicRig(t)
+// A build whose rollback could not free its first allocation (the second
+// allocation fails, then the rollback's free), and a panic before the
+// supervisor frees what is left: the caller is answered, the restarted
+// supervisor frees the untagged leftover, and a new build succeeds.
+func TestArenaSupervisorRestartFreesWhatAFailedBuildLeft(t *testing.T) {
+	p := newPanics()
+	r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailAllocAt: 2, FailFreeAt: 1}}, nil, actors.WithHook(p.hook), actors.WithLogger(quiet))
 	ctx := context.Background()
-	p.arm("arena", actors.PointBuildAllocated)
+	p.arm("arena", actors.PointBuildFailed)
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("build: %v, want ErrSupervisorPanic", err)
 	}
 	// The next request is handled after the restart's rebuild.
 	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrNoArena) {
-		t.Fatalf("forward after an unfinished build: %v, want ErrNoArena", err)
+		t.Fatalf("forward after a failed build: %v, want ErrNoArena", err)
 	}
 	l := r.agrees(t, 0)
-	if len(l.Entries) != 0 || l.Counters.Allocations != 2 || l.Counters.Frees != 2 {
-		t.Fatalf("ledger %+v, counters %+v; want empty after 2 allocations (pool, slab) and 2 frees", l.Entries, l.Counters)
+	if len(l.Entries) != 0 || l.Counters.Allocations != 1 || l.Counters.Frees != 1 || l.Counters.Failures != 1 {
+		t.Fatalf("ledger %+v, counters %+v; want empty after 1 allocation (the pool), 1 refused (the slab) and 1 free", l.Entries, l.Counters)
 	}
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
-		t.Fatalf("build after the rollback: %v", err)
+		t.Fatalf("build after the restart: %v", err)
 	}
 	r.agrees(t, 10*mib)
 }

@@ -27,6 +27,7 @@ type Supervisors struct {
 	arena   *child
 	slab    *child
 	release *child
+	chain   *child // stopped when any of the three is: a Release goes through all
 
 	closing  chan struct{} // closed when Stop starts
 	done     chan struct{} // closed when Stop has returned
@@ -45,10 +46,10 @@ func Spawn(system *actor.ActorSystem, worker *gpuworker.Worker, opts ...Option) 
 		}
 	}
 	s := &Supervisors{system: system, worker: worker,
-		arena: newChild("arena"), slab: newChild("slab"), release: newChild("release"),
+		arena: newChild("arena"), slab: newChild("slab"), release: newChild("release"), chain: newChild("arena, slab or release"),
 		closing: make(chan struct{}), done: make(chan struct{})}
 	spawned := make(chan struct{})
-	p := &parent{worker: worker, cfg: cfg, release: s.release, slab: s.slab, arena: s.arena, spawned: spawned}
+	p := &parent{worker: worker, cfg: cfg, release: s.release, slab: s.slab, arena: s.arena, chain: s.chain, spawned: spawned}
 	s.parent = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }, actor.WithSupervisor(RestartStrategy())))
 	<-spawned
 	return s
@@ -69,12 +70,13 @@ func (s *Supervisors) Stop() {
 	<-s.done
 }
 
-// ask sends msg to the supervisor ch and waits for its reply, for ctx, or for
-// the supervisor to stop for good: ErrClosed after Stop, ErrSupervisorStopped
-// when it stopped after repeated failures. The GPU thread is told to expect
-// a request (gpuworker.Worker.Expect): every supervisor request but
-// RetireSlabs leads to one, and RetireSlabs comes between two that do.
-func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <-chan R) (R, error) {
+// ask sends msg to the supervisor to and waits for its reply (from to, or
+// from a supervisor to hands it on to), for ctx, or for wait to stop for
+// good: ErrClosed after Stop, ErrSupervisorStopped when it stopped after
+// repeated failures. The GPU thread is told to expect a request
+// (gpuworker.Worker.Expect): every supervisor request leads to one but a
+// carve that fails its checks.
+func ask[R any](ctx context.Context, s *Supervisors, to, wait *child, msg any, reply <-chan R) (R, error) {
 	select {
 	case <-s.closing:
 		var zero R
@@ -82,12 +84,12 @@ func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <
 	default:
 	}
 	s.worker.Expect()
-	r, err := gpuworker.Ask(ctx, s.system.Root, ch.pid, msg, reply, ch.gone)
+	r, err := gpuworker.Ask(ctx, s.system.Root, to.pid, msg, reply, wait.gone)
 	if errors.Is(err, gpuworker.ErrClosed) {
 		select {
 		case <-s.closing:
 		default:
-			err = fmt.Errorf("%s supervisor: %w", ch.name, ErrSupervisorStopped)
+			err = fmt.Errorf("%s supervisor: %w", wait.name, ErrSupervisorStopped)
 		}
 	}
 	return r, err
@@ -100,7 +102,7 @@ func ask[R any](ctx context.Context, s *Supervisors, ch *child, msg any, reply <
 // worker's (an *gpuworker.OutOfMemoryError when a buffer does not fit).
 func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
 	reply := make(chan messages.BuildArenaReply, 1)
-	r, err := ask(ctx, s, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply)
+	r, err := ask(ctx, s, s.arena, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +114,7 @@ func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout m
 // error, ErrSupervisorPanic, ErrClosed, and the step's.
 func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (messages.ForwardReply, error) {
 	reply := make(chan messages.ForwardReply, 1)
-	r, err := ask(ctx, s, s.arena, &messages.RunForward{Ctx: ctx, Step: step, Reply: reply}, reply)
+	r, err := ask(ctx, s, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: step, Reply: reply}, reply)
 	if err != nil {
 		return r, err
 	}
@@ -125,7 +127,7 @@ func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (mes
 // ErrReleased, the context's error, ErrSupervisorPanic, ErrClosed.
 func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align int64) (messages.CarveSlabReply, error) {
 	reply := make(chan messages.CarveSlabReply, 1)
-	r, err := ask(ctx, s, s.slab, &messages.CarveSlab{Ctx: ctx, Name: name, Bytes: bytes, Align: align, Reply: reply}, reply)
+	r, err := ask(ctx, s, s.slab, s.slab, &messages.CarveSlab{Ctx: ctx, Name: name, Bytes: bytes, Align: align, Reply: reply}, reply)
 	if err != nil {
 		return r, err
 	}
@@ -134,28 +136,16 @@ func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align i
 
 // Release retires the arena and the slabs (later forward steps, carves and
 // builds get ErrReleased; the retirement is recorded in the ledger), then
-// frees every registered resource. It runs to the end whatever ctx says once
-// started; ctx bounds only the wait. It returns the first error.
+// frees every registered resource: one request that the arena, slab and
+// release supervisors hand on to each other (messages.Release), so each part
+// runs behind the requests already in that supervisor's mailbox. It runs to
+// the end whatever ctx says once started; ctx bounds only the wait. It
+// returns the first error; ErrNoArena when no arena was built.
 func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error) {
-	retired := make(chan error, 1)
-	rerr, err := ask(ctx, s, s.arena, &messages.RetireArena{Reply: retired}, retired)
-	if err != nil {
-		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
-	}
-	if errors.Is(rerr, ErrNoArena) {
-		return messages.ReleaseReply{}, fmt.Errorf("release: %w", rerr)
-	}
-	slabsRetired := make(chan error, 1)
-	if _, err := ask(ctx, s, s.slab, &messages.RetireSlabs{Reply: slabsRetired}, slabsRetired); err != nil {
-		return messages.ReleaseReply{}, fmt.Errorf("release: %w", err)
-	}
 	reply := make(chan messages.ReleaseReply, 1)
-	r, err := ask(ctx, s, s.release, &messages.Release{Reply: reply}, reply)
+	r, err := ask(ctx, s, s.arena, s.chain, &messages.Release{Reply: reply}, reply)
 	if err != nil {
-		return r, err
-	}
-	if r.Err == nil && rerr != nil {
-		r.Err = fmt.Errorf("release: record the retirement in the ledger: %w", rerr)
+		return r, fmt.Errorf("release: %w", err)
 	}
 	return r, r.Err
 }

@@ -18,11 +18,7 @@ func (a *gpuActor) handle(msg any) {
 		ptr, err := a.alloc(m)
 		m.Reply <- messages.AllocReply{Ptr: ptr, Err: err}
 	case *messages.AllocBatch:
-		ptrs, err := a.allocBatch(m)
-		m.Reply <- messages.AllocBatchReply{Ptrs: ptrs, Err: err}
-	case *messages.AllocPool:
-		ptr, err := a.allocPool(m)
-		m.Reply <- messages.AllocReply{Ptr: ptr, Err: err}
+		m.Reply <- a.allocBatch(m)
 	case *messages.Free:
 		m.Reply <- a.free(m)
 	case *messages.FreeBatch:
@@ -55,8 +51,6 @@ func (a *gpuActor) handle(msg any) {
 		m.Reply <- a.forward(m)
 	case *messages.LedgerSnapshot:
 		m.Reply <- a.snapshot()
-	case *messages.TagOwners:
-		m.Reply <- a.tagOwners(m)
 	case *messages.AddView:
 		m.Reply <- a.addView(m)
 	case *messages.RetireOwners:
@@ -100,66 +94,6 @@ func (a *gpuActor) alloc(m *messages.Alloc) (messages.DevicePtr, error) {
 		return 0, err
 	}
 	return a.allocate(m.Owner, m.Label, m.Bytes)
-}
-
-// allocBatch allocates every item or none.
-func (a *gpuActor) allocBatch(m *messages.AllocBatch) ([]messages.DevicePtr, error) {
-	if err := a.usable(m.Ctx); err != nil {
-		return nil, err
-	}
-	ptrs := make([]messages.DevicePtr, 0, len(m.Items))
-	for k, it := range m.Items {
-		ptr, err := a.allocate(m.Owner, it.Label, it.Bytes)
-		if err != nil {
-			if rerr := a.rollback(ptrs); rerr != nil {
-				return nil, fmt.Errorf("batch item %d of %d: %w (and the rollback failed: %v)", k+1, len(m.Items), err, rerr)
-			}
-			return nil, fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err)
-		}
-		ptrs = append(ptrs, ptr)
-	}
-	return ptrs, nil
-}
-
-// allocPool makes one allocation and records the buffers inside it as views.
-func (a *gpuActor) allocPool(m *messages.AllocPool) (messages.DevicePtr, error) {
-	if err := a.usable(m.Ctx); err != nil {
-		return 0, err
-	}
-	if err := checkViews(m.Label, m.Bytes, m.Views); err != nil {
-		return 0, err
-	}
-	ptr, err := a.allocate(m.Owner, m.Label, m.Bytes)
-	if err != nil {
-		return 0, err
-	}
-	a.ledger.addViews(ptr, m.Views)
-	return ptr, nil
-}
-
-// checkViews verifies that views lie inside a pool of bytes bytes, in
-// increasing offset order, without overlapping.
-func checkViews(label string, bytes int64, views []messages.PoolView) error {
-	var end int64
-	for _, v := range views {
-		if v.Bytes <= 0 || v.Offset < end || v.Offset > bytes-v.Bytes {
-			return fmt.Errorf("pool %s (%d B): view %s at offset %d (%d B) after offset %d: %w: views must be non-empty, in order, inside the pool and not overlap",
-				label, bytes, v.Label, v.Offset, v.Bytes, end, ErrInvalidValue)
-		}
-		end = v.Offset + v.Bytes
-	}
-	return nil
-}
-
-// rollback frees ptrs newest first, keeping going after an error.
-func (a *gpuActor) rollback(ptrs []messages.DevicePtr) error {
-	var first error
-	for i := len(ptrs) - 1; i >= 0; i-- {
-		if err := a.release(ptrs[i]); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 // release frees a ledgered pointer and forgets it; on failure it stays in the

@@ -9,16 +9,6 @@ import (
 // The supervisors' bookkeeping (messages/supervision.go): it records in the
 // ledger what a restarted supervisor needs, and never calls the backend.
 
-// tagOwners tags every live allocation of m.Owners with m.Tag. It does not
-// refuse after a backend panic: it touches only the ledger, and a consistent
-// ledger is what teardown needs.
-func (a *gpuActor) tagOwners(m *messages.TagOwners) messages.TagOwnersReply {
-	if m.Ctx != nil && m.Ctx.Err() != nil {
-		return messages.TagOwnersReply{Err: m.Ctx.Err()}
-	}
-	return messages.TagOwnersReply{Tagged: a.ledger.tagOwners(m.Owners, m.Tag)}
-}
-
 // addView records a view of a live allocation held by m.Owner, after checking
 // that it lies inside the allocation and overlaps none of its views.
 func (a *gpuActor) addView(m *messages.AddView) error {
@@ -35,8 +25,9 @@ func (a *gpuActor) addView(m *messages.AddView) error {
 	return nil
 }
 
-// retireOwners records m.Owners as retired. Like tagOwners it works after a
-// backend panic.
+// retireOwners records m.Owners as retired. It does not refuse after a
+// backend panic: it touches only the ledger, and a consistent ledger is what
+// teardown needs.
 func (a *gpuActor) retireOwners(m *messages.RetireOwners) error {
 	if m.Ctx != nil && m.Ctx.Err() != nil {
 		return m.Ctx.Err()

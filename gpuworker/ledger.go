@@ -1,6 +1,7 @@
 package gpuworker
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -55,22 +56,31 @@ func (l *ledger) add(ptr messages.DevicePtr, bytes int64, label, owner string) {
 	l.owners[owner] = u
 }
 
-// addViews records the buffers inside the pool allocation at parent, which
-// must be live; the caller has checked that they lie inside it and do not
-// overlap.
+// addViews records the buffers inside the allocation at parent, which must
+// be live; the caller has checked that they lie inside it and do not
+// overlap. The entries are made in one slice and merged into the sorted
+// views in one pass: a pool's dozens of buffers cost two allocations.
 func (l *ledger) addViews(parent messages.DevicePtr, views []messages.PoolView) {
+	if len(views) == 0 {
+		return
+	}
 	p := l.entries[parent]
-	for _, v := range views {
+	made := make([]ledgerEntry, len(views))
+	add := make([]*ledgerEntry, len(views))
+	for i, v := range views {
 		l.seq++
-		e := &ledgerEntry{
+		made[i] = ledgerEntry{
 			LedgerEntry: messages.LedgerEntry{Ptr: parent + messages.DevicePtr(v.Offset), Bytes: v.Bytes, Label: v.Label, Owner: p.Owner, Parent: parent, Created: p.Created},
 			seq:         l.seq,
 		}
-		// Insert in pointer order: a slab's carves go in after its earlier
-		// ones, so only the views of allocations above it move.
-		i := sort.Search(len(l.views), func(i int) bool { return l.views[i].Ptr > e.Ptr })
-		l.views = slices.Insert(l.views, i, e)
+		add[i] = &made[i]
 	}
+	slices.SortFunc(add, func(x, y *ledgerEntry) int { return cmp.Compare(x.Ptr, y.Ptr) })
+	// Views of different allocations do not overlap, so the new ones go in
+	// one run, between the views below parent and those above it: a slab's
+	// carves go in after its earlier ones, and only what is above moves.
+	i := sort.Search(len(l.views), func(i int) bool { return l.views[i].Ptr > add[0].Ptr })
+	l.views = slices.Insert(l.views, i, add...)
 }
 
 // addView records one more view of the live allocation e: it must lie inside
@@ -96,19 +106,6 @@ func (l *ledger) addView(e *ledgerEntry, v messages.PoolView) error {
 	}
 	l.addViews(e.Ptr, []messages.PoolView{v})
 	return nil
-}
-
-// tagOwners sets the tag of every live allocation of owners and returns how
-// many it tagged.
-func (l *ledger) tagOwners(owners []string, tag any) int {
-	n := 0
-	for _, e := range l.entries {
-		if slices.Contains(owners, e.Owner) {
-			e.Tag = tag
-			n++
-		}
-	}
-	return n
 }
 
 // retire records owners as retired.

@@ -254,18 +254,26 @@ func (w *Worker) Alloc(ctx context.Context, owner, label string, bytes int64) (m
 	return r.Ptr, errors.Join(err, r.Err)
 }
 
-// AllocBatch allocates every item or none.
-func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.AllocItem) ([]messages.DevicePtr, error) {
+// AllocBatch allocates every item (for owner, unless the item names its
+// own) or none, records their views, zero-fills their zero ranges and, when
+// tag is not nil, tags the allocations with tag's result, in one request;
+// see messages.AllocBatch. It returns one pointer per item, in order, and
+// tag's result.
+func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.AllocItem, tag func([]messages.DevicePtr) any) ([]messages.DevicePtr, any, error) {
 	reply := make(chan messages.AllocBatchReply, 1)
-	r, err := ask(ctx, w, &messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Reply: reply}, reply)
-	return r.Ptrs, errors.Join(err, r.Err)
+	r, err := ask(ctx, w, &messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Tag: tag, Reply: reply}, reply)
+	return r.Ptrs, r.Tag, errors.Join(err, r.Err)
 }
 
-// AllocPool allocates one pool of bytes bytes holding views; see messages.AllocPool.
+// AllocPool allocates one pool of bytes bytes for owner, recorded as label,
+// holding views (the buffers inside it, each a ledger view): an AllocBatch
+// of one item.
 func (w *Worker) AllocPool(ctx context.Context, owner, label string, bytes int64, views []messages.PoolView) (messages.DevicePtr, error) {
-	reply := make(chan messages.AllocReply, 1)
-	r, err := ask(ctx, w, &messages.AllocPool{Ctx: ctx, Owner: owner, Label: label, Bytes: bytes, Views: views, Reply: reply}, reply)
-	return r.Ptr, errors.Join(err, r.Err)
+	ptrs, _, err := w.AllocBatch(ctx, owner, []messages.AllocItem{{Label: label, Bytes: bytes, Views: views}}, nil)
+	if err != nil {
+		return 0, err
+	}
+	return ptrs[0], nil
 }
 
 // Free frees one allocation held by owner.

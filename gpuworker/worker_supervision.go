@@ -9,14 +9,6 @@ import (
 
 // Typed calls for the supervisors' bookkeeping (messages/supervision.go).
 
-// TagOwners tags every live allocation of owners with tag and returns how
-// many it tagged; see messages.TagOwners.
-func (w *Worker) TagOwners(ctx context.Context, owners []string, tag any) (int, error) {
-	reply := make(chan messages.TagOwnersReply, 1)
-	r, err := ask(ctx, w, &messages.TagOwners{Ctx: ctx, Owners: owners, Tag: tag, Reply: reply}, reply)
-	return r.Tagged, errors.Join(err, r.Err)
-}
-
 // AddView records view as a view of the allocation at parent, held by owner;
 // see messages.AddView.
 func (w *Worker) AddView(ctx context.Context, owner string, parent messages.DevicePtr, view messages.PoolView) error {

@@ -118,7 +118,7 @@ func TestAllocBatchRollsBack(t *testing.T) {
 			for i := range items {
 				items[i] = messages.AllocItem{Label: fmt.Sprint("buf", i), Bytes: int64(i+1) * mib}
 			}
-			ptrs, err := w.AllocBatch(ctx, "arena", items)
+			ptrs, _, err := w.AllocBatch(ctx, "arena", items, nil)
 			var oom *gpuworker.OutOfMemoryError
 			if ptrs != nil || !errors.As(err, &oom) || oom.Label != fmt.Sprint("buf", k-1) {
 				t.Fatalf("AllocBatch = %v, %v; want an OOM naming buf%d", ptrs, err, k-1)

@@ -79,12 +79,6 @@ type RunForward struct {
 	Reply chan<- ForwardReply
 }
 
-// RetireArena tells the arena supervisor that the arena is being released:
-// later RunForward requests fail with ErrReleased. Reply: nil.
-type RetireArena struct {
-	Reply chan<- error
-}
-
 // Slab is one slab allocation, carved bump-only.
 type Slab struct {
 	Name  string
@@ -95,10 +89,10 @@ type Slab struct {
 // SlabOwner is the ledger owner of the slab named name.
 func SlabOwner(name string) string { return "slab/" + name }
 
-// AdoptSlab hands a slab the arena supervisor allocated to the slab
-// supervisor, which carves it from then on.
-type AdoptSlab struct {
-	Slab Slab
+// AdoptSlabs hands the slabs of a built arena to the slab supervisor, which
+// carves them from then on.
+type AdoptSlabs struct {
+	Slabs []Slab
 }
 
 // CarveSlab asks the slab supervisor for the next Bytes bytes of slab Name,
@@ -120,29 +114,26 @@ type CarveSlabReply struct {
 	Err    error
 }
 
-// RetireSlabs tells the slab supervisor that its slabs are being released:
-// later carves fail with ErrReleased. Reply: nil.
-type RetireSlabs struct {
-	Reply chan<- error
-}
-
-// RegisterArena hands a built arena to the release supervisor.
+// RegisterArena hands a built arena and its slabs to the release
+// supervisor, registered in that order (so the slabs are freed first).
 type RegisterArena struct {
 	Arena *Arena
 }
 
-// RegisterSlab hands a created slab to the release supervisor.
-type RegisterSlab struct {
-	Slab Slab
-}
-
-// Release asks the release supervisor to free every registered resource, in
-// reverse order of registration, walking each arena's buffer table
-// backwards; it keeps going after an error. It carries no context: once
-// started, a release runs to its end (the caller's context bounds only its
-// wait). Reply: ReleaseReply.
+// Release releases the arena. It travels the supervisors in order, each
+// doing its part behind the requests already in its mailbox and handing it
+// on: the arena supervisor retires the arena (later forward steps and builds
+// fail with ErrReleased; an arena that was never built is answered at once
+// with ErrNoArena) and records the retirement in the ledger (RetireErr is
+// that record's error); the slab supervisor retires the slabs (later carves
+// fail with ErrReleased); the release supervisor frees every registered
+// resource, in reverse order of registration, walking each arena's buffer
+// table backwards, keeping going after an error, and answers. It carries no
+// context: once started, a release runs to its end (the caller's context
+// bounds only its wait). Reply: ReleaseReply.
 type Release struct {
-	Reply chan<- ReleaseReply
+	RetireErr error
+	Reply     chan<- ReleaseReply
 }
 
 // ReleaseReply answers Release: what was freed and the first error.

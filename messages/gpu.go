@@ -27,26 +27,56 @@ type AllocReply struct {
 	Err error
 }
 
-// AllocItem is one allocation of an AllocBatch.
+// AllocItem is one allocation of an AllocBatch: Bytes bytes (> 0), recorded
+// in the ledger as Label under Owner ("" is the batch's Owner). Views are the
+// buffers inside it, when it is a pool: each becomes a ledger view (its
+// Parent is the pool), so a snapshot shows every buffer and a memset or copy
+// that starts in a view must end in it; views must be non-empty, in
+// increasing offset order, inside the allocation and not overlap, and they
+// are freed with it. Zero are byte ranges of it set to zero once every item
+// of the batch is allocated (the arena's norm_unit_w, design.md §5).
 type AllocItem struct {
+	Owner string
 	Label string
 	Bytes int64
+	Views []PoolView
+	Zero  []ByteRange
 }
 
-// AllocBatch asks for every item or none: when item k fails, items 0..k−1
-// are freed before the reply and the ledger is where it was. Reply:
-// AllocBatchReply.
+// ByteRange is Bytes bytes at Offset bytes into an allocation.
+type ByteRange struct {
+	Offset int64
+	Bytes  int64
+}
+
+// AllocBatch asks for every item or none, in one request: the allocations,
+// their views, the zero-fills and the tag succeed together, or whatever was
+// allocated is freed before the reply and the ledger is where it was.
+//
+// Tag, when not nil, runs on the GPU thread once every item is allocated and
+// zero-filled, with the items' pointers in order; what it returns is set as
+// the Tag of every allocation of the batch (not of its views), before the
+// reply. The arena supervisor tags a built arena's pool or buffers and its
+// slabs with the *Arena, so that a restarted supervisor finds the built
+// arena in the ledger, and a build is in the ledger whole or not at all.
+// Tag must not block or call the worker. Reply: AllocBatchReply.
 type AllocBatch struct {
 	Ctx   context.Context
 	Owner string
 	Items []AllocItem
+	Tag   func(ptrs []DevicePtr) any
 	Reply chan<- AllocBatchReply
 }
 
-// AllocBatchReply answers AllocBatch: one pointer per item, in order, or an
-// error naming the item that failed (and nil Ptrs).
+// AllocBatchReply answers AllocBatch: one pointer per item, in order, and
+// Tag's result; or an error naming the item that failed (and nil Ptrs):
+// gpuworker.ErrOutOfMemory wrapped in a *gpuworker.OutOfMemoryError,
+// gpuworker.ErrInvalidValue for a size ≤ 0 or a bad view or zero range, the
+// backend's error, or the context's error when it was done before the work
+// started.
 type AllocBatchReply struct {
 	Ptrs []DevicePtr
+	Tag  any
 	Err  error
 }
 
@@ -56,21 +86,6 @@ type PoolView struct {
 	Label  string
 	Offset int64
 	Bytes  int64
-}
-
-// AllocPool asks for one allocation of Bytes bytes holding several buffers:
-// one backend call, recorded in the ledger as Label under Owner, with one
-// ledger view per item of Views (its Parent is the pool), so a snapshot
-// shows every buffer and a memset or copy that starts in a view must end in
-// it. Views must lie inside the pool and not overlap. Freeing the pool frees
-// its views. Reply: AllocReply, with the pool's pointer.
-type AllocPool struct {
-	Ctx   context.Context
-	Owner string
-	Label string
-	Bytes int64
-	Views []PoolView
-	Reply chan<- AllocReply
 }
 
 // Free frees one allocation that Owner holds. Freeing a pointer the ledger does

@@ -13,7 +13,7 @@ type LedgerEntry struct {
 	Parent  DevicePtr `json:"parent,omitempty"`
 	Created time.Time `json:"created"`
 	// Tag is an opaque value the allocation's owner attached to it
-	// (TagOwners): the supervisors tag a built arena's allocations with its
+	// (AllocBatch.Tag): the supervisors tag a built arena's allocations with its
 	// *Arena, so that a restarted supervisor rebuilds its state from the
 	// ledger. It is never serialised.
 	Tag any `json:"-"`

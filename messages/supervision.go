@@ -3,29 +3,11 @@ package messages
 import "context"
 
 // The requests below record, in the GPU actor's ledger, what the arena, slab
-// and release supervisors need to rebuild their state after a restart: which
-// allocations make up a built arena (TagOwners), how far each slab has been
-// carved (AddView), and that the arena was released (RetireOwners). None of
-// them calls the backend. The owners "arena" (ArenaOwner) and "slab/<name>"
+// and release supervisors need to rebuild their state after a restart, beside
+// the built arena (the Tag of its AllocBatch): how far each slab has been
+// carved (AddView), and that the arena was released (RetireOwners). Neither
+// calls the backend. The owners "arena" (ArenaOwner) and "slab/<name>"
 // (SlabOwner) are reserved for the supervisors.
-
-// TagOwners sets the Tag of every live allocation held by one of Owners to
-// Tag (views keep none). The arena supervisor tags a built arena's pool or
-// buffers and its slabs with the *Arena once the build has succeeded; an
-// untagged allocation of those owners is a build that never finished.
-// Reply: how many allocations were tagged, and nil.
-type TagOwners struct {
-	Ctx    context.Context
-	Owners []string
-	Tag    any
-	Reply  chan<- TagOwnersReply
-}
-
-// TagOwnersReply answers TagOwners.
-type TagOwnersReply struct {
-	Tagged int
-	Err    error
-}
 
 // AddView records View as a view of the live allocation at Parent, held by
 // Owner: the slab supervisor records each carve this way, so the ledger

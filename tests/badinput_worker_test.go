@@ -65,7 +65,7 @@ func TestBadInputWorkerCalls(t *testing.T) {
 		{"alloc < 0 B", alloc("neg", -1), gpuworker.ErrInvalidValue, []string{"neg", "-1 B"}},
 		{"alloc past the device", alloc("huge", math.MaxInt64), gpuworker.ErrOutOfMemory, []string{"huge"}},
 		{"batch with a 0 B item", func() error {
-			_, err := w.AllocBatch(ctx, "alice", []messages.AllocItem{{Label: "ok", Bytes: 16}, {Label: "empty", Bytes: 0}})
+			_, _, err := w.AllocBatch(ctx, "alice", []messages.AllocItem{{Label: "ok", Bytes: 16}, {Label: "empty", Bytes: 0}}, nil)
 			return err
 		}, gpuworker.ErrInvalidValue, []string{"item 2 of 2", "empty"}},
 		{"pool views overlapping", func() error {
@@ -109,10 +109,10 @@ func TestBadInputWorkerCalls(t *testing.T) {
 		t.Fatalf("freeing an owner with nothing: %+v, %v", r, err)
 	}
 	// Nothing above kept an allocation or freed one of alice's: she still
-	// holds p, q and the pool. The batch allocated its good item and freed it
-	// again (allocations 4 → 5, frees 1 → 2); the device refused one (huge).
+	// holds p, q and the pool. The batch was refused before its good item was
+	// allocated (allocations 4, frees 1); the device refused one (huge).
 	l := agrees(t, w, sim)
-	if l.Owners["alice"].CurrentBytes != 2*mib+4096 || l.Counters.Allocations != 5 || l.Counters.Frees != 2 || l.Counters.Failures != 1 {
+	if l.Owners["alice"].CurrentBytes != 2*mib+4096 || l.Counters.Allocations != 4 || l.Counters.Frees != 1 || l.Counters.Failures != 1 {
 		t.Fatalf("after the bad calls: owners %+v, counters %+v", l.Owners, l.Counters)
 	}
 }

@@ -69,7 +69,7 @@ func TestWorkerCancelledBeforeSend(t *testing.T) {
 	calls := map[string]func() error{
 		"Alloc": func() error { _, err := w.Alloc(ctx, "o", "x", mib); return err },
 		"AllocBatch": func() error {
-			_, err := w.AllocBatch(ctx, "o", []messages.AllocItem{{Label: "x", Bytes: mib}})
+			_, _, err := w.AllocBatch(ctx, "o", []messages.AllocItem{{Label: "x", Bytes: mib}}, nil)
 			return err
 		},
 		"AllocPool": func() error { _, err := w.AllocPool(ctx, "o", "x", mib, nil); return err },
@@ -121,7 +121,7 @@ func TestCancelledWhileQueuedBehindASlowCall(t *testing.T) {
 	defer cancelT()
 	timedOut := make(chan error, 1)
 	go func() {
-		_, err := w.AllocBatch(timeout, "q", []messages.AllocItem{{Label: "a", Bytes: mib}, {Label: "b", Bytes: mib}})
+		_, _, err := w.AllocBatch(timeout, "q", []messages.AllocItem{{Label: "a", Bytes: mib}, {Label: "b", Bytes: mib}}, nil)
 		timedOut <- err
 	}()
 	waitQueued(t, w, 2)
@@ -158,7 +158,7 @@ func TestCancelledDuringWorkerRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 1)
 	go func() {
-		_, err := w.AllocBatch(ctx, "b", []messages.AllocItem{{Label: "x", Bytes: mib}, {Label: "y", Bytes: 2 * mib}, {Label: "z", Bytes: 3 * mib}})
+		_, _, err := w.AllocBatch(ctx, "b", []messages.AllocItem{{Label: "x", Bytes: mib}, {Label: "y", Bytes: 2 * mib}, {Label: "z", Bytes: 3 * mib}}, nil)
 		done <- err
 	}()
 	<-h.reached

@@ -141,7 +141,7 @@ func allocStep(ctx context.Context, w *gpuworker.Worker, m *ownerModel, rng *ran
 		if bad {
 			items = append(items, messages.AllocItem{Label: "b2", Bytes: 0})
 		}
-		ptrs, err := w.AllocBatch(ctx, m.owner, items)
+		ptrs, _, err := w.AllocBatch(ctx, m.owner, items, nil)
 		if bad {
 			return "batch with a bad item", wantErr("batch", err, gpuworker.ErrInvalidValue)
 		}

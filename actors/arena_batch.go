@@ -1,0 +1,78 @@
+package actors
+
+import (
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// arenaBatch is a plan's arena as one AllocBatch: the pool (pooled: one item
+// whose views are the buffers) or one item per present buffer (discrete),
+// then one item per slab, held by the slab's owner. norm_unit_w's bytes are a
+// zero range.
+type arenaBatch struct {
+	plan    *arena.Plan
+	layout  messages.Layout
+	items   []messages.AllocItem
+	buffers []arena.BufferID // discrete: the buffer of each item before the slabs
+	offsets [arena.NumBuffers]int64
+}
+
+// newArenaBatch lays plan out with layout ("" is pooled).
+func newArenaBatch(plan *arena.Plan, layout messages.Layout) (*arenaBatch, error) {
+	b := &arenaBatch{plan: plan, layout: layout}
+	if layout == messages.LayoutDiscrete {
+		for _, id := range arena.BufferIDs() {
+			if buf := plan.Buffers[id]; buf.Present() {
+				it := messages.AllocItem{Label: id.String(), Bytes: buf.Bytes}
+				if id == arena.NormUnitW {
+					it.Zero = []messages.ByteRange{{Offset: 0, Bytes: buf.Bytes}}
+				}
+				b.buffers, b.items = append(b.buffers, id), append(b.items, it)
+			}
+		}
+	} else {
+		b.layout = messages.LayoutPooled
+		pool, err := arena.NewPoolLayout(plan)
+		if err != nil {
+			return nil, err
+		}
+		b.offsets = pool.Offsets
+		it := messages.AllocItem{Label: messages.PoolLabel, Bytes: pool.Bytes}
+		for _, id := range arena.BufferIDs() {
+			if off := pool.Offsets[id]; off >= 0 {
+				it.Views = append(it.Views, messages.PoolView{Label: id.String(), Offset: off, Bytes: plan.Buffers[id].Bytes})
+				if id == arena.NormUnitW {
+					it.Zero = []messages.ByteRange{{Offset: off, Bytes: plan.Buffers[id].Bytes}}
+				}
+			}
+		}
+		b.items = append(b.items, it)
+	}
+	for _, spec := range plan.Slabs {
+		b.items = append(b.items, messages.AllocItem{Owner: messages.SlabOwner(spec.Name), Label: spec.Name, Bytes: spec.Bytes})
+	}
+	return b, nil
+}
+
+// arena is the built arena, from the batch's pointers (one per item, in order).
+func (b *arenaBatch) arena(ptrs []messages.DevicePtr) *messages.Arena {
+	a := &messages.Arena{Plan: b.plan, Layout: b.layout}
+	n := len(b.buffers)
+	if b.layout == messages.LayoutPooled {
+		n = 1
+		a.Pool, a.PoolBytes = ptrs[0], b.items[0].Bytes
+		for _, id := range arena.BufferIDs() {
+			if off := b.offsets[id]; off >= 0 {
+				a.Ptrs[id] = a.Pool + messages.DevicePtr(off)
+			}
+		}
+	} else {
+		for i, id := range b.buffers {
+			a.Ptrs[id] = ptrs[i]
+		}
+	}
+	for i, spec := range b.plan.Slabs {
+		a.Slabs = append(a.Slabs, messages.Slab{Name: spec.Name, Ptr: ptrs[n+i], Bytes: spec.Bytes})
+	}
+	return a
+}

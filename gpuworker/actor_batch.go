@@ -1,0 +1,97 @@
+package gpuworker
+
+import (
+	"fmt"
+
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// allocBatch allocates every item of m, records its views, zero-fills its
+// zero ranges and tags the allocations with m.Tag's result, or does none of
+// it: on a failure it frees what it allocated, newest first.
+func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
+	if err := a.usable(m.Ctx); err != nil {
+		return messages.AllocBatchReply{Err: err}
+	}
+	for k, it := range m.Items {
+		if err := checkItem(it); err != nil {
+			return messages.AllocBatchReply{Err: fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err)}
+		}
+	}
+	ptrs := make([]messages.DevicePtr, 0, len(m.Items))
+	fail := func(k int, err error) messages.AllocBatchReply {
+		err = fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err)
+		if rerr := a.rollback(ptrs); rerr != nil {
+			err = fmt.Errorf("%w (and the rollback failed: %v)", err, rerr)
+		}
+		return messages.AllocBatchReply{Err: err}
+	}
+	for k, it := range m.Items {
+		owner := it.Owner
+		if owner == "" {
+			owner = m.Owner
+		}
+		ptr, err := a.allocate(owner, it.Label, it.Bytes)
+		if err != nil {
+			return fail(k, err)
+		}
+		ptrs = append(ptrs, ptr)
+		a.ledger.addViews(ptr, it.Views)
+	}
+	for k, it := range m.Items {
+		for _, z := range it.Zero {
+			p := ptrs[k] + messages.DevicePtr(z.Offset)
+			if err := a.guard("zero-fill "+it.Label, func() error { return a.backend.Memset(p, 0, z.Bytes) }); err != nil {
+				return fail(k, fmt.Errorf("zero-fill %s at offset %d (%d B): %w", it.Label, z.Offset, z.Bytes, err))
+			}
+		}
+	}
+	r := messages.AllocBatchReply{Ptrs: ptrs}
+	if m.Tag != nil {
+		r.Tag = m.Tag(ptrs)
+		for _, p := range ptrs {
+			a.ledger.entries[p].Tag = r.Tag
+		}
+	}
+	return r
+}
+
+// checkItem verifies, before anything is allocated, that an item's size is
+// > 0 and that its views and zero ranges lie inside it; views must also be
+// in increasing offset order and not overlap.
+func checkItem(it messages.AllocItem) error {
+	if it.Bytes <= 0 {
+		return fmt.Errorf("alloc %s (%d B): %w: size must be > 0", it.Label, it.Bytes, ErrInvalidValue)
+	}
+	var end int64
+	for _, v := range it.Views {
+		if v.Bytes <= 0 || v.Offset < end || v.Offset > it.Bytes-v.Bytes {
+			return fmt.Errorf("pool %s (%d B): view %s at offset %d (%d B) after offset %d: %w: views must be non-empty, in order, inside the pool and not overlap",
+				it.Label, it.Bytes, v.Label, v.Offset, v.Bytes, end, ErrInvalidValue)
+		}
+		end = v.Offset + v.Bytes
+	}
+	for _, z := range it.Zero {
+		if z.Bytes <= 0 || z.Offset < 0 || z.Offset > it.Bytes-z.Bytes {
+			return fmt.Errorf("%s (%d B): zero range at offset %d (%d B): %w: a zero range must be non-empty and inside the allocation",
+				it.Label, it.Bytes, z.Offset, z.Bytes, ErrInvalidValue)
+		}
+	}
+	return nil
+}
+
+// rollback frees ptrs newest first, keeping going after an error. After a
+// backend panic it calls the backend no more: what it could not free stays
+// in the ledger, which the actor frees when it stops.
+func (a *gpuActor) rollback(ptrs []messages.DevicePtr) error {
+	var first error
+	for i := len(ptrs) - 1; i >= 0; i-- {
+		if a.fatal != nil {
+			return a.fatal
+		}
+		if err := a.release(ptrs[i]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -208,4 +208,3 @@ func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply 
 	d, err := s.worker.Forward(m.Ctx, func(dev messages.Device) error { return m.Step(a, dev) })
 	return messages.ForwardReply{Duration: d, Err: err}
 }
-

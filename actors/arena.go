@@ -52,6 +52,7 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 		}
 		s.retired = true
 		m.RetireErr = s.worker.RetireOwners(uncancelled, []string{messages.ArenaOwner})
+		s.worker.Expect() // the release supervisor's frees come next
 		c.Send(s.slab, m)
 	}
 }

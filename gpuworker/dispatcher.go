@@ -303,10 +303,14 @@ func (d *PinnedDispatcher) notify() {
 }
 
 // wakeGrace is how long after its request a caller keeps polling for a GPU
-// thread that was woken from futex(2) and has not run yet: that wake-up took
-// 25–50 µs on the H200 host. A thread woken through the scheduler may need
-// the caller's own P, so its caller gets no grace.
-const wakeGrace = 100 * time.Microsecond
+// thread that was woken from futex(2) and has not run yet. On the H200 host
+// that wake-up took 10–60 µs three times in four, and 150–400 µs otherwise
+// (the thread's vCPU asleep in the host, after as little as a few
+// microseconds parked; docs/performance.md); a caller that gave up and
+// parked then paid a second wake-up of the same kind for its reply. A thread
+// woken through the scheduler may need the caller's own P, so its caller
+// gets no grace.
+const wakeGrace = time.Millisecond
 
 // worthPolling reports whether a caller that sent its request waited ago
 // should keep polling for the reply, holding its P: while the goroutine is

@@ -12,22 +12,42 @@ import (
 	"github.com/gpuarena/gpuarena/messages"
 )
 
-// BuildIdle is how long the device has been idle (since the last driver
-// call of a cycle's setup) when a cycle's timed build starts, for both
-// subjects. A driver allocation is slower the longer the device has been
-// idle before it: on the H200 host a 250 MB cuMemAlloc took 64–83 µs right
-// after another, 200–220 µs after 0.2 to 1 ms, 300–340 µs after 10 ms and
-// 390–420 µs after 30 ms, on a plain locked thread and on the GPU actor's
-// thread alike (docs/performance.md). A Manager takes longer to set up than
-// a bare thread, so without this wait the actor would start from a colder
-// device than the direct calls.
-const BuildIdle = 10 * time.Millisecond
+// BuildIdle is how long before a cycle's timed build the previous cycle's
+// release ended, for both subjects: how fast a driver allocation is depends
+// on how long ago the device last freed memory. On the H200 host a 6.2 GB
+// cuMemAlloc took 0.43 ms 2 ms after a free of the same size, 2.1 ms after
+// 10 ms, 4.1 ms after 20 ms and 5.6–6.2 ms after 40 to 80 ms; a 250 MB one
+// 0.30, 0.32, 0.35 and 0.45 ms (docs/performance.md). A Manager takes longer
+// to set up than a bare thread, so timing from each subject's own setup
+// would start the actor's build longer after the previous release than the
+// direct calls' (so timed, DeepSeek-V3's 6.2 GB pooled build was 2.4–3.4×
+// slower through the actor, all of it inside the driver).
+const BuildIdle = 40 * time.Millisecond
 
-// idleDevice collects the garbage of the setup, then waits until BuildIdle
-// has passed since last, the setup's last driver call.
-func idleDevice(last time.Time) {
+// SetupIdle is how long before a cycle's timed build its setup's last driver
+// call was made, at least: a driver allocation is slower the longer the
+// device has been idle (on the H200 host a 250 MB cuMemAlloc took 64–83 µs
+// right after another call and 300–340 µs after 10 ms), and each subject's
+// setup ends with one (the cuda backend's warm-up, the Manager's mem-info).
+const SetupIdle = 10 * time.Millisecond
+
+// cycleClock spaces the cycles of one build row, both subjects', so that each
+// timed build starts BuildIdle after the previous cycle's release and
+// SetupIdle after its own setup.
+type cycleClock struct {
+	released time.Time // when the previous cycle's release ended (zero: none yet)
+}
+
+// idle collects the garbage of the setup, then waits until both are true:
+// BuildIdle has passed since the previous release, and SetupIdle since
+// setup, the setup's last driver call.
+func (c *cycleClock) idle(setup time.Time) {
 	settle()
-	time.Sleep(time.Until(last.Add(BuildIdle)))
+	start := setup.Add(SetupIdle)
+	if r := c.released.Add(BuildIdle); !c.released.IsZero() && r.After(start) {
+		start = r
+	}
+	time.Sleep(time.Until(start))
 }
 
 // BuildSample is the durations of n build-and-release cycles: each build's
@@ -74,8 +94,8 @@ func sum(d []time.Duration) time.Duration {
 // rebuilt after Release, so each cycle starts a Manager and closes it,
 // untimed, and makes a round trip to its GPU thread and supervisors before
 // the clock starts, so that their start-up is not counted as building; then,
-// as for DirectBuild, the garbage is collected and the device left idle for
-// BuildIdle.
+// as for DirectBuild, the garbage is collected and the device left idle
+// (BuildIdle, SetupIdle).
 type ActorBuild struct {
 	Factory gpuworker.BackendFactory
 	Plan    *arena.Plan
@@ -83,10 +103,11 @@ type ActorBuild struct {
 	Spin    time.Duration
 }
 
-// Cycle makes one timed build and release and appends their durations to s.
-func (a ActorBuild) Cycle(s *BuildSample) error {
-	var clock driverClock
-	m, err := gpuarena.New(gpuarena.WithBackendFactory(clock.factory(a.Factory)), gpuarena.WithArenaLayout(a.Layout),
+// Cycle makes one timed build and release, spaced from the previous cycle's
+// by clock, and appends their durations to s.
+func (a ActorBuild) Cycle(clock *cycleClock, s *BuildSample) error {
+	var driver driverClock
+	m, err := gpuarena.New(gpuarena.WithBackendFactory(driver.factory(a.Factory)), gpuarena.WithArenaLayout(a.Layout),
 		gpuarena.WithDispatcherSpin(a.Spin), gpuarena.WithLogger(quiet))
 	if err != nil {
 		return err
@@ -99,14 +120,15 @@ func (a ActorBuild) Cycle(s *BuildSample) error {
 	// Starting an actor system leaves garbage (protoactor-go's process
 	// registry allocates ~1,000 shard maps); collect it now, or the build
 	// pays for it in GC assists that a server building once never sees.
-	idleDevice(warmed)
-	d0, t0 := clock.elapsed(), time.Now()
+	clock.idle(warmed)
+	d0, t0 := driver.elapsed(), time.Now()
 	_, err = m.BuildArena(ctx, a.Plan)
-	t1, d1 := time.Now(), clock.elapsed()
+	t1, d1 := time.Now(), driver.elapsed()
 	if err == nil {
 		_, err = m.Release(ctx)
 	}
-	t2, d2 := time.Now(), clock.elapsed()
+	t2, d2 := time.Now(), driver.elapsed()
+	clock.released = t2
 	if err == nil {
 		s.add(t1.Sub(t0), t2.Sub(t1), d1-d0, d2-d1)
 	}
@@ -138,8 +160,8 @@ func warmManager(ctx context.Context, m *gpuarena.Manager) (warmed time.Time, er
 //
 // Each Cycle starts where an ActorBuild cycle starts: a new locked thread
 // opens a backend (the cuda backend warms the thread up, as for a Manager's
-// GPU thread), the garbage is collected and the device left idle for
-// BuildIdle; then the calls are timed on that thread.
+// GPU thread), the garbage is collected and the device left idle (BuildIdle,
+// SetupIdle); then the calls are timed on that thread.
 type DirectBuild struct {
 	Plan   *arena.Plan
 	Layout gpuarena.Layout
@@ -180,9 +202,10 @@ func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, err
 }
 
 // Cycle opens a backend with factory on a new locked thread, makes one
-// timed build and release there, appends their durations to s, and closes
-// the backend. On an error it frees what it allocated.
-func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, s *BuildSample) error {
+// timed build and release there, spaced from the previous cycle's by clock,
+// appends their durations to s, and closes the backend. On an error it frees
+// what it allocated.
+func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, clock *cycleClock, s *BuildSample) error {
 	t := startThread()
 	defer t.stop()
 	return t.do(func() error {
@@ -191,15 +214,16 @@ func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, s *BuildSample) er
 			return err
 		}
 		opened := time.Now()
-		var clock driverClock
-		tb := clock.wrap(b)
+		var driver driverClock
+		tb := driver.wrap(b)
 		ptrs := make([]messages.DevicePtr, 0, len(d.sizes))
-		idleDevice(opened)
+		clock.idle(opened)
 		t0 := time.Now()
 		err = d.build(tb, &ptrs)
-		t1, d1 := time.Now(), clock.elapsed()
+		t1, d1 := time.Now(), driver.elapsed()
 		ferr := free(tb, ptrs)
-		t2, d2 := time.Now(), clock.elapsed()
+		t2, d2 := time.Now(), driver.elapsed()
+		clock.released = t2
 		if err == nil && ferr == nil {
 			s.add(t1.Sub(t0), t2.Sub(t1), d1, d2-d1)
 		}

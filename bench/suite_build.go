@@ -58,12 +58,13 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 	}
 	n := r.cfg.BuildOps
 	as, ds := newBuildSample(n+1), newBuildSample(n+1)
+	var clock cycleClock
 	settle()
 	for i := range n + 1 { // the first cycle of each warms up
-		if err := a.Cycle(&as); err != nil {
+		if err := a.Cycle(&clock, &as); err != nil {
 			return err
 		}
-		if err := d.Cycle(r.cfg.Backend.Factory(), &ds); err != nil {
+		if err := d.Cycle(r.cfg.Backend.Factory(), &clock, &ds); err != nil {
 			return err
 		}
 		if i == 0 {

@@ -37,7 +37,7 @@ func newArenaBatch(plan *arena.Plan, layout messages.Layout) (*arenaBatch, error
 			return nil, err
 		}
 		b.offsets = pool.Offsets
-		it := messages.AllocItem{Label: messages.PoolLabel, Bytes: pool.Bytes}
+		it := messages.AllocItem{Label: messages.PoolLabel, Bytes: pool.Bytes, Views: make([]messages.PoolView, 0, arena.NumBuffers)}
 		for _, id := range arena.BufferIDs() {
 			if off := pool.Offsets[id]; off >= 0 {
 				it.Views = append(it.Views, messages.PoolView{Label: id.String(), Offset: off, Bytes: plan.Buffers[id].Bytes})

@@ -1,5 +1,7 @@
 package arena
 
+import "errors"
+
 // PoolAlign is the alignment of every buffer inside a pooled arena, in bytes:
 // cudaMalloc's own guarantee (256 B), enough for any vectorised load.
 const PoolAlign = 256
@@ -22,19 +24,19 @@ type PoolLayout struct {
 func NewPoolLayout(plan *Plan) (PoolLayout, error) {
 	var l PoolLayout
 	var end int64
-	for _, id := range BufferIDs() {
+	for id := range NumBuffers {
 		b := plan.Buffers[id]
 		if !b.Present() {
 			l.Offsets[id] = -1
 			continue
 		}
-		off, err := alignUp("pool offset of "+id.String(), end, PoolAlign)
+		off, err := alignUp("pool offset", end, PoolAlign)
 		if err != nil {
-			return PoolLayout{}, err
+			return PoolLayout{}, naming(err, id)
 		}
 		l.Offsets[id] = off
-		if end, err = CheckedAdd("pool end of "+id.String(), off, b.Bytes); err != nil {
-			return PoolLayout{}, err
+		if end, err = CheckedAdd("pool end", off, b.Bytes); err != nil {
+			return PoolLayout{}, naming(err, id)
 		}
 	}
 	var err error
@@ -43,4 +45,14 @@ func NewPoolLayout(plan *Plan) (PoolLayout, error) {
 	}
 	l.WasteBytes = l.Bytes - plan.BufferBytes
 	return l, nil
+}
+
+// naming adds the buffer's name to an overflow error's What ("pool offset
+// of logits"), on the error path only: a layout is made on every build.
+func naming(err error, id BufferID) error {
+	var o *OverflowError
+	if errors.As(err, &o) {
+		o.What += " of " + id.String()
+	}
+	return err
 }

@@ -1,6 +1,8 @@
 package arena
 
 import (
+	"errors"
+	"math"
 	"path/filepath"
 	"testing"
 )
@@ -53,5 +55,18 @@ func TestPoolLayoutByHand(t *testing.T) {
 	// hidden_states [0,100) → logits at 256 [256,556) → token_ids at 768 [768,1024).
 	if l.Offsets[HiddenStates] != 0 || l.Offsets[Logits] != 256 || l.Offsets[TokenIDs] != 768 || l.Bytes != 1024 || l.WasteBytes != 368 {
 		t.Fatalf("layout %+v", l)
+	}
+}
+
+// A pool that would pass int64 gets an *OverflowError naming the buffer
+// whose end overflowed, not a wrapped-around layout.
+func TestPoolLayoutOverflowNamesTheBuffer(t *testing.T) {
+	p := &Plan{}
+	p.Buffers[HiddenStates] = Buffer{ID: HiddenStates, Bytes: math.MaxInt64 - 100}
+	p.Buffers[Logits] = Buffer{ID: Logits, Bytes: 300}
+	_, err := NewPoolLayout(p)
+	var o *OverflowError
+	if !errors.As(err, &o) || o.What != "pool offset of logits" {
+		t.Fatalf("NewPoolLayout: %v, want an *OverflowError for %q", err, "pool offset of logits")
 	}
 }

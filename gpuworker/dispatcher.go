@@ -140,7 +140,6 @@ func (d *PinnedDispatcher) run() {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	defer close(d.exited)
 	d.tid.Store(int64(unix.Gettid()))
-	d.recordThread()
 	for {
 		select {
 		case <-d.stop:
@@ -150,10 +149,12 @@ func (d *PinnedDispatcher) run() {
 		if d.work() || d.poll() {
 			continue
 		}
+		// Record the thread before parking rather than after: the system
+		// call stays off the path from a wake-up to the request.
+		d.recordThread()
 		if !d.park() {
 			return
 		}
-		d.recordThread()
 	}
 }
 
@@ -196,7 +197,7 @@ func (d *PinnedDispatcher) onPinnedThread() bool {
 
 // recordThread records the OS thread the goroutine runs on (a gettid system
 // call: cheap next to a wake-up from parking, not next to a spun hand-off,
-// so it is made once per wake-up rather than once per message).
+// so it is made once per park rather than once per message).
 func (d *PinnedDispatcher) recordThread() { d.threads[unix.Gettid()] = struct{}{} }
 
 // poll spins waiting for work, without parking: for up to d.spin when a

@@ -53,9 +53,10 @@ func BenchmarkBuildArena(b *testing.B) {
 				name := fmt.Sprintf("%s/M=%d/%s", model, m, layout)
 				b.Run(name+"/actor", func(b *testing.B) {
 					a := bench.ActorBuild{Factory: hostsim, Plan: plan, Layout: layout, Spin: gpuworker.DefaultSpin}
+					var clock bench.CycleClock
 					s := bench.BuildSample{}
 					for b.Loop() {
-						if err := a.Cycle(&s); err != nil {
+						if err := a.Cycle(&clock, &s); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -74,9 +75,10 @@ func benchDirectBuild(b *testing.B, plan *arena.Plan, layout gpuarena.Layout) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var clock bench.CycleClock
 	s := bench.BuildSample{}
 	for b.Loop() {
-		if err := d.Cycle(hostsim, &s); err != nil {
+		if err := d.Cycle(hostsim, &clock, &s); err != nil {
 			b.Fatal(err)
 		}
 	}

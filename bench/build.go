@@ -31,17 +31,19 @@ const BuildIdle = 40 * time.Millisecond
 // setup ends with one (the cuda backend's warm-up, the Manager's mem-info).
 const SetupIdle = 10 * time.Millisecond
 
-// cycleClock spaces the cycles of one build row, both subjects', so that each
-// timed build starts BuildIdle after the previous cycle's release and
-// SetupIdle after its own setup.
-type cycleClock struct {
+// CycleClock spaces build-and-release cycles, so that each timed build
+// starts BuildIdle after the previous cycle's release and SetupIdle after its
+// own setup; one clock is shared by both subjects of a build row, whose
+// cycles alternate. The zero value is ready: its first cycle waits for
+// SetupIdle only.
+type CycleClock struct {
 	released time.Time // when the previous cycle's release ended (zero: none yet)
 }
 
 // idle collects the garbage of the setup, then waits until both are true:
 // BuildIdle has passed since the previous release, and SetupIdle since
 // setup, the setup's last driver call.
-func (c *cycleClock) idle(setup time.Time) {
+func (c *CycleClock) idle(setup time.Time) {
 	settle()
 	start := setup.Add(SetupIdle)
 	if r := c.released.Add(BuildIdle); !c.released.IsZero() && r.After(start) {
@@ -105,7 +107,7 @@ type ActorBuild struct {
 
 // Cycle makes one timed build and release, spaced from the previous cycle's
 // by clock, and appends their durations to s.
-func (a ActorBuild) Cycle(clock *cycleClock, s *BuildSample) error {
+func (a ActorBuild) Cycle(clock *CycleClock, s *BuildSample) error {
 	var driver driverClock
 	m, err := gpuarena.New(gpuarena.WithBackendFactory(driver.factory(a.Factory)), gpuarena.WithArenaLayout(a.Layout),
 		gpuarena.WithDispatcherSpin(a.Spin), gpuarena.WithLogger(quiet))
@@ -205,7 +207,7 @@ func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, err
 // timed build and release there, spaced from the previous cycle's by clock,
 // appends their durations to s, and closes the backend. On an error it frees
 // what it allocated.
-func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, clock *cycleClock, s *BuildSample) error {
+func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, clock *CycleClock, s *BuildSample) error {
 	t := startThread()
 	defer t.stop()
 	return t.do(func() error {

@@ -58,7 +58,7 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 	}
 	n := r.cfg.BuildOps
 	as, ds := newBuildSample(n+1), newBuildSample(n+1)
-	var clock cycleClock
+	var clock CycleClock
 	settle()
 	for i := range n + 1 { // the first cycle of each warms up
 		if err := a.Cycle(&clock, &as); err != nil {

@@ -78,7 +78,7 @@ func (a *gpuActor) start() {
 	a.ledger = newLedger()
 	a.ops = deviceHandle{a: a}
 	var b Backend
-	err := a.guard("open backend", func() error {
+	err := a.guard("open backend", "", func() error {
 		var err error
 		b, err = a.factory()
 		return err
@@ -100,7 +100,7 @@ func (a *gpuActor) start() {
 		}
 	}
 	var info DeviceInfo
-	if err := a.guard("device info", func() error { info = b.Info(); return nil }); err != nil {
+	if err := a.guard("device info", "", func() error { info = b.Info(); return nil }); err != nil {
 		a.ready <- startResult{err: err}
 		return
 	}
@@ -110,9 +110,14 @@ func (a *gpuActor) start() {
 // guard runs a backend call, turning a panic into ErrBackendPanic and marking
 // the actor fatal: after a panic the backend's state is unknown, so the actor
 // stops calling it (but still frees what the ledger holds when it stops).
-func (a *gpuActor) guard(op string, call func() error) (err error) {
+// The error names op and, when not empty, the buffer label (joined only on
+// a panic: guard runs on every backend call).
+func (a *gpuActor) guard(op, label string, call func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if label != "" {
+				op += " " + label
+			}
 			err = fmt.Errorf("%s: %w: %v", op, ErrBackendPanic, r)
 			a.fatal = err
 			a.status.setFatal(err)
@@ -180,7 +185,7 @@ func (a *gpuActor) close() {
 // other processes hold now (design.md §6).
 func (a *gpuActor) setBudget() error {
 	var free, total int64
-	err := a.guard("mem info", func() error {
+	err := a.guard("mem info", "", func() error {
 		var err error
 		free, total, err = a.backend.MemInfo()
 		return err

@@ -41,7 +41,7 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 	for k, it := range m.Items {
 		for _, z := range it.Zero {
 			p := ptrs[k] + messages.DevicePtr(z.Offset)
-			if err := a.guard("zero-fill "+it.Label, func() error { return a.backend.Memset(p, 0, z.Bytes) }); err != nil {
+			if err := a.guard("zero-fill", it.Label, func() error { return a.backend.Memset(p, 0, z.Bytes) }); err != nil {
 				return fail(k, fmt.Errorf("zero-fill %s at offset %d (%d B): %w", it.Label, z.Offset, z.Bytes, err))
 			}
 		}

@@ -73,7 +73,7 @@ func (a *gpuActor) allocate(owner, label string, bytes int64) (messages.DevicePt
 		return 0, a.outOfMemory(owner, label, bytes, true, nil)
 	}
 	var ptr messages.DevicePtr
-	err := a.guard("alloc "+label, func() error {
+	err := a.guard("alloc", label, func() error {
 		var err error
 		ptr, err = a.backend.Alloc(bytes)
 		return err
@@ -100,7 +100,7 @@ func (a *gpuActor) alloc(m *messages.Alloc) (messages.DevicePtr, error) {
 // ledger (the backend still holds it).
 func (a *gpuActor) release(ptr messages.DevicePtr) error {
 	e := a.ledger.entries[ptr]
-	err := a.guard("free "+e.Label, func() error { return a.backend.Free(ptr) })
+	err := a.guard("free", e.Label, func() error { return a.backend.Free(ptr) })
 	if err != nil {
 		return fmt.Errorf("free %s (%d B, owner %q): %w", e.Label, e.Bytes, e.Owner, err)
 	}
@@ -172,7 +172,7 @@ func (a *gpuActor) copyDtoH(m *messages.CopyDtoH) messages.CopyDtoHReply {
 		return messages.CopyDtoHReply{Err: err}
 	}
 	data := make([]byte, m.Bytes)
-	if err := a.guard("copy device→host", func() error { return a.backend.CopyDtoH(data, m.Src) }); err != nil {
+	if err := a.guard("copy device→host", "", func() error { return a.backend.CopyDtoH(data, m.Src) }); err != nil {
 		return messages.CopyDtoHReply{Err: err}
 	}
 	return messages.CopyDtoHReply{Data: data}
@@ -183,7 +183,7 @@ func (a *gpuActor) memInfo(m *messages.MemInfo) messages.MemInfoReply {
 		return messages.MemInfoReply{Err: err}
 	}
 	var r messages.MemInfoReply
-	r.Err = a.guard("mem info", func() error {
+	r.Err = a.guard("mem info", "", func() error {
 		var err error
 		r.FreeBytes, r.TotalBytes, err = a.backend.MemInfo()
 		return err
@@ -241,7 +241,7 @@ func (a *gpuActor) outOfMemory(owner, label string, bytes int64, overBudget bool
 		Cause:   cause,
 	}
 	if a.fatal == nil {
-		_ = a.guard("mem info", func() error {
+		_ = a.guard("mem info", "", func() error {
 			free, total, err := a.backend.MemInfo()
 			if err == nil {
 				e.DeviceFree, e.DeviceTotal = free, total

@@ -37,7 +37,7 @@ func (d *deviceHandle) Memset(ptr messages.DevicePtr, value byte, bytes int64) e
 	if err := d.check("memset", ptr, bytes); err != nil {
 		return err
 	}
-	return d.a.guard("memset", func() error { return d.a.backend.Memset(ptr, value, bytes) })
+	return d.a.guard("memset", "", func() error { return d.a.backend.Memset(ptr, value, bytes) })
 }
 
 // CopyHtoD implements messages.Device.
@@ -45,7 +45,7 @@ func (d *deviceHandle) CopyHtoD(dst messages.DevicePtr, src []byte) error {
 	if err := d.check("copy host→device", dst, int64(len(src))); err != nil {
 		return err
 	}
-	return d.a.guard("copy host→device", func() error { return d.a.backend.CopyHtoD(dst, src) })
+	return d.a.guard("copy host→device", "", func() error { return d.a.backend.CopyHtoD(dst, src) })
 }
 
 // CopyDtoH implements messages.Device.
@@ -53,7 +53,7 @@ func (d *deviceHandle) CopyDtoH(dst []byte, src messages.DevicePtr) error {
 	if err := d.check("copy device→host", src, int64(len(dst))); err != nil {
 		return err
 	}
-	return d.a.guard("copy device→host", func() error { return d.a.backend.CopyDtoH(dst, src) })
+	return d.a.guard("copy device→host", "", func() error { return d.a.backend.CopyDtoH(dst, src) })
 }
 
 // CopyDtoD implements messages.Device.
@@ -64,5 +64,5 @@ func (d *deviceHandle) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error 
 	if err := d.check("copy device→device (destination)", dst, bytes); err != nil {
 		return err
 	}
-	return d.a.guard("copy device→device", func() error { return d.a.backend.CopyDtoD(dst, src, bytes) })
+	return d.a.guard("copy device→device", "", func() error { return d.a.backend.CopyDtoD(dst, src, bytes) })
 }

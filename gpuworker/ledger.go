@@ -1,7 +1,6 @@
 package gpuworker
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -57,9 +56,10 @@ func (l *ledger) add(ptr messages.DevicePtr, bytes int64, label, owner string) {
 }
 
 // addViews records the buffers inside the allocation at parent, which must
-// be live; the caller has checked that they lie inside it and do not
-// overlap. The entries are made in one slice and merged into the sorted
-// views in one pass: a pool's dozens of buffers cost two allocations.
+// be live; the caller has checked that they lie inside it, in increasing
+// offset order, and do not overlap. The entries are made in one slice and
+// go into the sorted views in one run: a pool's dozens of buffers cost two
+// allocations.
 func (l *ledger) addViews(parent messages.DevicePtr, views []messages.PoolView) {
 	if len(views) == 0 {
 		return
@@ -75,7 +75,6 @@ func (l *ledger) addViews(parent messages.DevicePtr, views []messages.PoolView) 
 		}
 		add[i] = &made[i]
 	}
-	slices.SortFunc(add, func(x, y *ledgerEntry) int { return cmp.Compare(x.Ptr, y.Ptr) })
 	// Views of different allocations do not overlap, so the new ones go in
 	// one run, between the views below parent and those above it: a slab's
 	// carves go in after its earlier ones, and only what is above moves.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gpuarena/gpuarena/actors"
@@ -12,6 +13,39 @@ import (
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/messages"
 )
+
+// dirtyAlloc fills every new allocation with 0xFF, as a reused device
+// allocation can hold anything: the simulated device's fresh memory reads as
+// zeros, which would hide a missing zero-fill.
+type dirtyAlloc struct{ *gpuworker.HostSim }
+
+func (d dirtyAlloc) Alloc(n int64) (messages.DevicePtr, error) {
+	p, err := d.HostSim.Alloc(n)
+	if err == nil {
+		err = d.HostSim.Memset(p, 0xFF, n)
+	}
+	return p, err
+}
+
+// The build zero-fills norm_unit_w, and only it, in both layouts.
+func TestBuildArenaZeroFillsNormUnitWOnly(t *testing.T) {
+	for _, layout := range []messages.Layout{messages.LayoutDiscrete, messages.LayoutPooled} {
+		r := newRig(t, gpuworker.HostSimConfig{}, func(h *gpuworker.HostSim) gpuworker.Backend { return dirtyAlloc{h} })
+		ctx := context.Background()
+		a, err := r.s.BuildArena(ctx, testPlan(), layout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		norm, err := r.w.CopyDtoH(ctx, a.Ptr(arena.NormUnitW), a.Bytes(arena.NormUnitW))
+		if err != nil || !bytes.Equal(norm, make([]byte, len(norm))) {
+			t.Fatalf("%s: norm_unit_w is not zero-filled (err %v)", layout, err)
+		}
+		hidden, err := r.w.CopyDtoH(ctx, a.Ptr(arena.HiddenStates), a.Bytes(arena.HiddenStates))
+		if err != nil || !bytes.Equal(hidden, bytes.Repeat([]byte{0xFF}, len(hidden))) {
+			t.Fatalf("%s: hidden_states was written by the build (err %v)", layout, err)
+		}
+	}
+}
 
 func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{}, nil)
@@ -201,5 +235,38 @@ func TestSlabCarveBumpsAndRefuses(t *testing.T) {
 	l, _ := r.w.Ledger(ctx)
 	if u := l.Owners[messages.SlabOwner("w")]; u.CurrentBytes != 4096 || l.Counters.Allocations != 2 {
 		t.Fatalf("slab owner holds %d B over %d allocations; want 4096 B, 2 allocations (pool + slab)", u.CurrentBytes, l.Counters.Allocations)
+	}
+}
+
+// A release runs to its end once started, whatever the caller's context
+// says: here the caller gives up while the slab supervisor does its part.
+// The release still frees everything, so a second Release finds nothing left.
+func TestReleaseRunsToItsEndAfterTheCallerGivesUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var releasing atomic.Bool
+	gaveUp := make(chan struct{})
+	hook := func(supervisor string, point actors.Point) {
+		if supervisor == "slab" && point == actors.PointReceive && releasing.Load() {
+			cancel()
+			<-gaveUp // the release goes on once its caller has returned
+		}
+	}
+	r := newRig(t, gpuworker.HostSimConfig{}, nil, actors.WithHook(hook), actors.WithLogger(quiet))
+	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+		t.Fatal(err)
+	}
+	releasing.Store(true)
+	_, err := r.s.Release(ctx)
+	close(gaveUp)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("release: %v, want context.Canceled", err)
+	}
+	rep, err := r.s.Release(context.Background())
+	if err != nil || rep.Freed != 0 {
+		t.Fatalf("second release: %+v, %v; want nothing left to free", rep, err)
+	}
+	if l, _ := r.w.Ledger(context.Background()); l.Counters.CurrentBytes != 0 || l.Counters.Frees != 2 || r.sim.BytesInUse() != 0 {
+		t.Fatalf("ledger %+v, device %d B; want the pool and the slab freed once each", l.Counters, r.sim.BytesInUse())
 	}
 }

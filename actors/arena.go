@@ -2,6 +2,7 @@ package actors
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -114,9 +115,12 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 	if err != nil {
 		s.cfg.hook("arena", PointBuildFailed)
 		// The GPU actor rolled the build back; what its frees left (a free
-		// that failed) is untagged and freed here, by owner.
-		if ferr := s.freeUnfinished(m.Plan); ferr != nil {
-			err = fmt.Errorf("%w (and freeing what the rollback left failed: %v)", err, ferr)
+		// that failed) is untagged and freed here, by owner. After a backend
+		// panic the worker serves no more requests: Close frees the ledger.
+		if !errors.Is(err, gpuworker.ErrBackendPanic) {
+			if ferr := s.freeUnfinished(m.Plan); ferr != nil {
+				err = fmt.Errorf("%w (and freeing what the rollback left failed: %v)", err, ferr)
+			}
 		}
 		return nil, fmt.Errorf("build arena (%s, %s; largest buffers: %s): %w",
 			m.Plan.ModelType, arena.HumanBytes(m.Plan.TotalBytes), largest(m.Plan, 3), err)

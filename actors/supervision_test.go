@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -268,8 +269,8 @@ func TestSupervisorStoppedAfterRepeatedFailures(t *testing.T) {
 	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrSupervisorStopped) {
 		t.Fatalf("forward to a supervisor that failed %d times: %v, want ErrSupervisorStopped", actors.MaxRestarts+1, err)
 	}
-	if _, err := r.s.Release(ctx); !errors.Is(err, actors.ErrSupervisorStopped) {
-		t.Fatalf("release: %v, want ErrSupervisorStopped", err)
+	if _, err := r.s.Release(ctx); !errors.Is(err, actors.ErrSupervisorStopped) || !strings.Contains(err.Error(), "release: arena supervisor:") {
+		t.Fatalf("release: %v, want ErrSupervisorStopped naming the arena supervisor", err)
 	}
 	if c, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); err != nil || c.Offset != 0 {
 		t.Fatalf("the slab supervisor still carves: %+v, %v", c, err)

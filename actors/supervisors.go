@@ -72,10 +72,9 @@ func (s *Supervisors) Stop() {
 
 // ask sends msg to the supervisor to and waits for its reply (from to, or
 // from a supervisor to hands it on to), for ctx, or for wait to stop for
-// good: ErrClosed after Stop, ErrSupervisorStopped when it stopped after
-// repeated failures. The GPU thread is told to expect a request
-// (gpuworker.Worker.Expect): every supervisor request leads to one but a
-// carve that fails its checks.
+// good: ErrClosed after Stop, ErrSupervisorStopped (naming the supervisor)
+// when it stopped after repeated failures. The GPU thread is told to expect
+// a request (gpuworker.Worker.Expect): most supervisor requests lead to one.
 func ask[R any](ctx context.Context, s *Supervisors, to, wait *child, msg any, reply <-chan R) (R, error) {
 	select {
 	case <-s.closing:
@@ -89,10 +88,25 @@ func ask[R any](ctx context.Context, s *Supervisors, to, wait *child, msg any, r
 		select {
 		case <-s.closing:
 		default:
-			err = fmt.Errorf("%s supervisor: %w", wait.name, ErrSupervisorStopped)
+			err = fmt.Errorf("%s supervisor: %w", s.stopped(wait).name, ErrSupervisorStopped)
 		}
 	}
 	return r, err
+}
+
+// stopped is the supervisor whose stop closed wait's gone channel: wait
+// itself, or for the release chain the first of the three that stopped.
+func (s *Supervisors) stopped(wait *child) *child {
+	if wait == s.chain {
+		for _, ch := range []*child{s.arena, s.slab, s.release} {
+			select {
+			case <-ch.gone:
+				return ch
+			default:
+			}
+		}
+	}
+	return wait
 }
 
 // BuildArena builds the arena of plan with layout ("" is pooled); see
@@ -140,7 +154,10 @@ func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align i
 // release supervisors hand on to each other (messages.Release), so each part
 // runs behind the requests already in that supervisor's mailbox. It runs to
 // the end whatever ctx says once started; ctx bounds only the wait. It
-// returns the first error; ErrNoArena when no arena was built.
+// returns the first error; ErrNoArena when no arena was built. When one of
+// the three supervisors has stopped for good, it returns
+// ErrSupervisorStopped naming it and starts nothing: the arena stays built,
+// and Close still frees it.
 func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error) {
 	reply := make(chan messages.ReleaseReply, 1)
 	r, err := ask(ctx, s, s.arena, s.chain, &messages.Release{Reply: reply}, reply)

@@ -256,6 +256,11 @@ func TestReleaseRunsToItsEndAfterTheCallerGivesUp(t *testing.T) {
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
+	// A carve is answered after the slab supervisor has adopted the slabs:
+	// from here on, the next message it receives is the release.
+	if _, err := r.s.CarveSlab(ctx, arena.SlabSSMRowwiseW, 256, 0); err != nil {
+		t.Fatal(err)
+	}
 	releasing.Store(true)
 	_, err := r.s.Release(ctx)
 	close(gaveUp)

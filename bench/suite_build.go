@@ -22,18 +22,7 @@ var Layouts = []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete}
 // on a new locked thread (DirectBuild), interleaved (actor, direct, actor,
 // …) so that drift hits both alike. Each actor row's Ratio is its mean over
 // the direct row's.
-//
-// A backend held open on a thread of its own for the whole suite keeps the
-// device's context alive between cycles (on cuda, the primary context: each
-// cycle's backend retains and releases it), as it is for the life of a
-// server; without it every cycle would create the context anew and free
-// memory behind a destroyed one.
 func (r *runner) build() error {
-	held, err := holdDevice(r.cfg.Backend.Factory())
-	if err != nil {
-		return err
-	}
-	defer held.stop()
 	for _, model := range r.cfg.Models {
 		for _, m := range r.cfg.BatchTokens {
 			plan, err := r.loadPlan(model, arena.Options{MaxBatchTokens: m})

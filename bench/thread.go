@@ -1,11 +1,6 @@
 package bench
 
-import (
-	"fmt"
-	"runtime"
-
-	"github.com/gpuarena/gpuarena/gpuworker"
-)
+import "runtime"
 
 // thread is a goroutine locked to its own OS thread that runs the functions
 // handed to it, one at a time: the device thread of the direct target and of
@@ -40,33 +35,4 @@ func (t *thread) do(fn func() error) error {
 func (t *thread) stop() {
 	close(t.fns)
 	<-t.done
-}
-
-// heldDevice is a backend kept open on a thread of its own.
-type heldDevice struct {
-	t *thread
-	b gpuworker.Backend
-}
-
-// holdDevice opens a backend with factory on a new locked thread and keeps it
-// open until stop.
-func holdDevice(factory gpuworker.BackendFactory) (*heldDevice, error) {
-	h := &heldDevice{t: startThread()}
-	err := h.t.do(func() error {
-		var err error
-		h.b, err = factory()
-		return err
-	})
-	if err != nil {
-		h.t.stop()
-		return nil, fmt.Errorf("bench: hold the device open: %w", err)
-	}
-	return h, nil
-}
-
-// stop closes the backend and ends the thread. A close error is dropped: the
-// measurements are made, and the device is left as every cycle leaves it.
-func (h *heldDevice) stop() {
-	_ = h.t.do(h.b.Close)
-	h.t.stop()
 }

@@ -13,18 +13,18 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 	if err := a.usable(m.Ctx); err != nil {
 		return messages.AllocBatchReply{Err: err}
 	}
-	for k, it := range m.Items {
-		if err := checkItem(it); err != nil {
-			return messages.AllocBatchReply{Err: fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err)}
-		}
-	}
 	ptrs := make([]messages.DevicePtr, 0, len(m.Items))
-	fail := func(k int, err error) messages.AllocBatchReply {
-		err = fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err)
+	item := func(k int, err error) error { return fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err) }
+	fail := func(err error) messages.AllocBatchReply {
 		if rerr := a.rollback(ptrs); rerr != nil {
 			err = fmt.Errorf("%w (and the rollback failed: %v)", err, rerr)
 		}
 		return messages.AllocBatchReply{Err: err}
+	}
+	for k, it := range m.Items {
+		if err := checkItem(it); err != nil {
+			return messages.AllocBatchReply{Err: item(k, err)}
+		}
 	}
 	for k, it := range m.Items {
 		owner := it.Owner
@@ -33,7 +33,7 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 		}
 		ptr, err := a.allocate(owner, it.Label, it.Bytes)
 		if err != nil {
-			return fail(k, err)
+			return fail(item(k, err))
 		}
 		ptrs = append(ptrs, ptr)
 		a.ledger.addViews(ptr, it.Views)
@@ -42,18 +42,45 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 		for _, z := range it.Zero {
 			p := ptrs[k] + messages.DevicePtr(z.Offset)
 			if err := a.guard("zero-fill", it.Label, func() error { return a.backend.Memset(p, 0, z.Bytes) }); err != nil {
-				return fail(k, fmt.Errorf("zero-fill %s at offset %d (%d B): %w", it.Label, z.Offset, z.Bytes, err))
+				return fail(item(k, fmt.Errorf("zero-fill %s at offset %d (%d B): %w", rangeName(it, z), z.Offset, z.Bytes, err)))
 			}
 		}
 	}
 	r := messages.AllocBatchReply{Ptrs: ptrs}
 	if m.Tag != nil {
-		r.Tag = m.Tag(ptrs)
+		tag, err := runTag(m.Tag, ptrs)
+		if err != nil {
+			return fail(fmt.Errorf("tag the batch of %d: %w", len(m.Items), err))
+		}
+		r.Tag = tag
 		for _, p := range ptrs {
-			a.ledger.entries[p].Tag = r.Tag
+			a.ledger.entries[p].Tag = tag
 		}
 	}
 	return r
+}
+
+// runTag runs a batch's tag function, turning a panic into ErrTagPanic: the
+// function is the caller's code, and its bug fails the batch, not the GPU
+// actor.
+func runTag(tag func([]messages.DevicePtr) any, ptrs []messages.DevicePtr) (v any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrTagPanic, r)
+		}
+	}()
+	return tag(ptrs), nil
+}
+
+// rangeName names a zero range for an error: the item's label, and the view
+// the range starts in when there is one ("arena_pool/norm_unit_w").
+func rangeName(it messages.AllocItem, z messages.ByteRange) string {
+	for _, v := range it.Views {
+		if z.Offset >= v.Offset && z.Offset < v.Offset+v.Bytes {
+			return it.Label + "/" + v.Label
+		}
+	}
+	return it.Label
 }
 
 // checkItem verifies, before anything is allocated, that an item's size is
@@ -80,15 +107,12 @@ func checkItem(it messages.AllocItem) error {
 	return nil
 }
 
-// rollback frees ptrs newest first, keeping going after an error. After a
-// backend panic it calls the backend no more: what it could not free stays
-// in the ledger, which the actor frees when it stops.
+// rollback frees ptrs newest first, keeping going after an error. It runs
+// even after a backend panic, as the actor's teardown does: a build is all
+// or nothing (design.md §7, invariant 4).
 func (a *gpuActor) rollback(ptrs []messages.DevicePtr) error {
 	var first error
 	for i := len(ptrs) - 1; i >= 0; i-- {
-		if a.fatal != nil {
-			return a.fatal
-		}
 		if err := a.release(ptrs[i]); err != nil && first == nil {
 			first = err
 		}

@@ -72,7 +72,7 @@ func TestAllocBatchZeroFillFailureRollsBack(t *testing.T) {
 	ctx := context.Background()
 	tagged := false
 	ptrs, tag, err := w.AllocBatch(ctx, "arena", buildItems(), func([]messages.DevicePtr) any { tagged = true; return 1 })
-	if !errors.Is(err, gpuworker.ErrInjected) || !strings.Contains(err.Error(), "zero-fill pool at offset 4096 (8192 B)") {
+	if !errors.Is(err, gpuworker.ErrInjected) || !strings.Contains(err.Error(), "zero-fill pool/b at offset 4096 (8192 B)") {
 		t.Fatalf("AllocBatch: %v, want the injected memset error naming the pool's zero range", err)
 	}
 	if ptrs != nil || tag != nil || tagged {
@@ -108,5 +108,22 @@ func TestAllocBatchChecksEveryItemFirst(t *testing.T) {
 				t.Fatalf("%d allocations, backend %d B: want none", l.Counters.Allocations, sim.BytesInUse())
 			}
 		})
+	}
+}
+
+// A tag function that panics fails the batch, which is rolled back; the GPU
+// actor keeps serving.
+func TestAllocBatchTagPanicRollsBack(t *testing.T) {
+	w, sim := startSim(t, gpuworker.HostSimConfig{})
+	ctx := context.Background()
+	_, _, err := w.AllocBatch(ctx, "arena", buildItems(), func([]messages.DevicePtr) any { panic("a tag bug") })
+	if !errors.Is(err, gpuworker.ErrTagPanic) || !strings.Contains(err.Error(), "a tag bug") {
+		t.Fatalf("AllocBatch: %v, want ErrTagPanic carrying the panic", err)
+	}
+	if l, _ := w.Ledger(ctx); len(l.Entries) != 0 || sim.BytesInUse() != 0 {
+		t.Fatalf("ledger %+v, backend %d B after the rollback; want empty", l.Entries, sim.BytesInUse())
+	}
+	if _, _, err := w.AllocBatch(ctx, "arena", buildItems(), nil); err != nil || w.Err() != nil {
+		t.Fatalf("the next batch: %v (worker: %v), want success", err, w.Err())
 	}
 }

@@ -68,9 +68,10 @@ type PinnedDispatcher struct {
 	tid     atomic.Int64
 
 	// threads holds the OS thread ids the goroutine has run on, read when it
-	// starts and each time it wakes from parking (the only points where the
-	// runtime could have moved an unlocked goroutine). It is read and written
-	// on the pinned goroutine only.
+	// starts and each time before it parks (a park is the only point where
+	// the runtime could move an unlocked goroutine: each id read before one
+	// is the thread that ran the work since the last). It is read and
+	// written on the pinned goroutine only.
 	threads map[int]struct{}
 }
 
@@ -140,6 +141,7 @@ func (d *PinnedDispatcher) run() {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	defer close(d.exited)
 	d.tid.Store(int64(unix.Gettid()))
+	d.recordThread()
 	for {
 		select {
 		case <-d.stop:

@@ -37,6 +37,10 @@ var (
 	// ErrStepPanic: a forward step panicked. The panic is recovered on the GPU
 	// thread; the actor keeps serving.
 	ErrStepPanic = errors.New("forward step panicked")
+	// ErrTagPanic: an AllocBatch's tag function panicked. The panic is
+	// recovered on the GPU thread, the batch rolled back; the actor keeps
+	// serving.
+	ErrTagPanic = errors.New("alloc batch tag function panicked")
 	// ErrStepOver: a forward step's device handle used after the step returned.
 	ErrStepOver = errors.New("device handle used after its forward step returned")
 	// ErrNoCUDA: the cuda backend was asked for in a build without the cuda tag.

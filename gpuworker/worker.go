@@ -265,17 +265,6 @@ func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.
 	return r.Ptrs, r.Tag, errors.Join(err, r.Err)
 }
 
-// AllocPool allocates one pool of bytes bytes for owner, recorded as label,
-// holding views (the buffers inside it, each a ledger view): an AllocBatch
-// of one item.
-func (w *Worker) AllocPool(ctx context.Context, owner, label string, bytes int64, views []messages.PoolView) (messages.DevicePtr, error) {
-	ptrs, _, err := w.AllocBatch(ctx, owner, []messages.AllocItem{{Label: label, Bytes: bytes, Views: views}}, nil)
-	if err != nil {
-		return 0, err
-	}
-	return ptrs[0], nil
-}
-
 // Free frees one allocation held by owner.
 func (w *Worker) Free(ctx context.Context, owner string, ptr messages.DevicePtr) error {
 	reply := make(chan error, 1)

@@ -59,7 +59,8 @@ type ByteRange struct {
 // reply. The arena supervisor tags a built arena's pool or buffers and its
 // slabs with the *Arena, so that a restarted supervisor finds the built
 // arena in the ledger, and a build is in the ledger whole or not at all.
-// Tag must not block or call the worker. Reply: AllocBatchReply.
+// Tag must not block or call the worker; a panic in it fails the batch with
+// gpuworker.ErrTagPanic. Reply: AllocBatchReply.
 type AllocBatch struct {
 	Ctx   context.Context
 	Owner string
@@ -72,8 +73,8 @@ type AllocBatch struct {
 // Tag's result; or an error naming the item that failed (and nil Ptrs):
 // gpuworker.ErrOutOfMemory wrapped in a *gpuworker.OutOfMemoryError,
 // gpuworker.ErrInvalidValue for a size ≤ 0 or a bad view or zero range, the
-// backend's error, or the context's error when it was done before the work
-// started.
+// backend's error, gpuworker.ErrTagPanic, or the context's error when it was
+// done before the work started.
 type AllocBatchReply struct {
 	Ptrs []DevicePtr
 	Tag  any

@@ -46,10 +46,11 @@ func TestBadInputWorkerCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := w.AllocPool(ctx, "alice", "pool", 4096, []messages.PoolView{{Label: "v1", Offset: 0, Bytes: 1024}, {Label: "v2", Offset: 1024, Bytes: 1024}})
+	ptrs, _, err := w.AllocBatch(ctx, "alice", []messages.AllocItem{{Label: "pool", Bytes: 4096, Views: []messages.PoolView{{Label: "v1", Offset: 0, Bytes: 1024}, {Label: "v2", Offset: 1024, Bytes: 1024}}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool := ptrs[0]
 	freed, err := w.Alloc(ctx, "alice", "freed", mib)
 	if err != nil {
 		t.Fatal(err)
@@ -69,15 +70,15 @@ func TestBadInputWorkerCalls(t *testing.T) {
 			return err
 		}, gpuworker.ErrInvalidValue, []string{"item 2 of 2", "empty"}},
 		{"pool views overlapping", func() error {
-			_, err := w.AllocPool(ctx, "alice", "p2", 4096, []messages.PoolView{{Label: "a", Offset: 0, Bytes: 2048}, {Label: "b", Offset: 1024, Bytes: 16}})
+			_, _, err := w.AllocBatch(ctx, "alice", []messages.AllocItem{{Label: "p2", Bytes: 4096, Views: []messages.PoolView{{Label: "a", Offset: 0, Bytes: 2048}, {Label: "b", Offset: 1024, Bytes: 16}}}}, nil)
 			return err
 		}, gpuworker.ErrInvalidValue, []string{"view b"}},
 		{"pool view outside", func() error {
-			_, err := w.AllocPool(ctx, "alice", "p3", 4096, []messages.PoolView{{Label: "a", Offset: 4000, Bytes: 200}})
+			_, _, err := w.AllocBatch(ctx, "alice", []messages.AllocItem{{Label: "p3", Bytes: 4096, Views: []messages.PoolView{{Label: "a", Offset: 4000, Bytes: 200}}}}, nil)
 			return err
 		}, gpuworker.ErrInvalidValue, []string{"view a"}},
 		{"pool view overflowing", func() error {
-			_, err := w.AllocPool(ctx, "alice", "p4", 4096, []messages.PoolView{{Label: "a", Offset: math.MaxInt64, Bytes: math.MaxInt64}})
+			_, _, err := w.AllocBatch(ctx, "alice", []messages.AllocItem{{Label: "p4", Bytes: 4096, Views: []messages.PoolView{{Label: "a", Offset: math.MaxInt64, Bytes: math.MaxInt64}}}}, nil)
 			return err
 		}, gpuworker.ErrInvalidValue, []string{"view a"}},
 		{"free NULL", func() error { return w.Free(ctx, "alice", 0) }, gpuworker.ErrNotAllocated, []string{"0x0"}},

@@ -72,7 +72,6 @@ func TestWorkerCancelledBeforeSend(t *testing.T) {
 			_, _, err := w.AllocBatch(ctx, "o", []messages.AllocItem{{Label: "x", Bytes: mib}}, nil)
 			return err
 		},
-		"AllocPool": func() error { _, err := w.AllocPool(ctx, "o", "x", mib, nil); return err },
 		"Free":      func() error { return w.Free(ctx, "o", p) },
 		"FreeBatch": func() error { _, err := w.FreeBatch(ctx, "o", []messages.DevicePtr{p}); return err },
 		"FreeOwner": func() error { _, err := w.FreeOwner(ctx, "o"); return err },

@@ -74,8 +74,8 @@ func managerCells() []managerCell {
 		{op: "build", fault: "out of memory, and the rollback's free fails", faults: gpuworker.Faults{FailAllocAt: 2, FailFreeAt: 1}, run: buildOp, want: gpuarena.ErrOutOfMemory},
 		{op: "build", fault: "failing zero-fill memset", faults: gpuworker.Faults{FailMemsetAt: 1}, run: buildOp, want: gpuworker.ErrInjected},
 		{op: "build", fault: "slow device", faults: slow, run: buildOp, held: 10 * mib},
-		{op: "build", fault: "backend panic at the second allocation", faults: gpuworker.Faults{PanicAt: 3}, run: buildOp, want: gpuarena.ErrBackendPanic, held: mib}, // the first: after a panic nothing calls the backend until Close
-		{op: "build", fault: "backend panic in the zero-fill", faults: gpuworker.Faults{PanicAt: 6}, run: buildOp, want: gpuarena.ErrBackendPanic, held: 10 * mib},
+		{op: "build", fault: "backend panic at the second allocation", faults: gpuworker.Faults{PanicAt: 3}, run: buildOp, want: gpuarena.ErrBackendPanic},
+		{op: "build", fault: "backend panic in the zero-fill", faults: gpuworker.Faults{PanicAt: 6}, run: buildOp, want: gpuarena.ErrBackendPanic}, // the batch's rollback frees all
 
 		// A carve makes no backend call: the device's faults cannot hit it,
 		// except that after a backend panic nothing is served. Its own

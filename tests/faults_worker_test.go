@@ -121,7 +121,7 @@ func workerFaults() []workerFault {
 			held:   func(workerOp) int64 { return 2 * mib }},
 		{name: "backend panic at the second item", want: gpuworker.ErrBackendPanic,
 			faults: func(op string) (gpuworker.Faults, bool) { return gpuworker.Faults{PanicAt: 4}, op == "batch alloc" },
-			held:   func(workerOp) int64 { return 3 * mib }}, // the first item: after a panic the rollback calls the backend no more (Close frees it)
+			held:   func(workerOp) int64 { return 2 * mib }}, // the rollback freed the first item
 	}
 }
 

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -114,7 +115,7 @@ func TestRun(t *testing.T) {
 	cfg.ConfigDir, cfg.Models, cfg.BatchTokens, cfg.CarveSizes = "../examples/configs", []string{"llama-3.1-8b"}, []int64{512}, []int64{4096}
 	var seen int
 	cfg.OnRow = func(bench.Row) { seen++ }
-	rep, err := bench.Run(cfg, bench.Suites...)
+	rep, err := bench.Run(context.Background(), cfg, bench.Suites...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +160,27 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		if name == "unknown config" {
 			suite = bench.SuiteBuild
 		}
-		if _, err := bench.Run(cfg, suite); err == nil {
+		if _, err := bench.Run(context.Background(), cfg, suite); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// A run whose context is done stops at its next operation and returns the
+// context's error with the rows measured before: here the context is
+// cancelled when the first row is reported, so that row is all there is.
+func TestRunStopsWhenItsContextIsDone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := bench.DefaultConfig()
+	cfg.Budget = bench.Budget{Ops: 200}
+	cfg.Spins = []time.Duration{0}
+	cfg.OnRow = func(bench.Row) { cancel() }
+	rep, err := bench.Run(ctx, cfg, bench.SuiteDispatch)
+	if !errors.Is(err, context.Canceled) || rep == nil {
+		t.Fatalf("Run: %v, report %v; want context.Canceled and the report so far", err, rep)
+	}
+	if len(rep.Rows) != 1 {
+		t.Fatalf("%d rows, want the 1 reported before the cancellation", len(rep.Rows))
 	}
 }

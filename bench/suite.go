@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuarena/gpuarena/arena"
@@ -121,8 +123,10 @@ type Report struct {
 // Run runs the suites in the order of Suites. It keeps one backend open
 // on a locked thread for the whole run (for cuda, that keeps the primary
 // context alive between the targets, which each open and close their own) and
-// reads the device's description from it.
-func Run(cfg Config, suites ...Suite) (*Report, error) {
+// reads the device's description from it. Once ctx is done the run stops at
+// the next operation (a build cycle: before the next one), closes what it
+// started, and returns the rows measured so far with ctx's error.
+func Run(ctx context.Context, cfg Config, suites ...Suite) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -131,7 +135,8 @@ func Run(cfg Config, suites ...Suite) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Device: keeper.backend.Info(), GoMaxProcs: runtime.GOMAXPROCS(0), Date: time.Now()}
-	r := &runner{cfg: cfg, rep: rep, keeper: keeper}
+	r := &runner{ctx: ctx, cfg: cfg, rep: rep, keeper: keeper}
+	defer context.AfterFunc(ctx, func() { r.done.Store(true) })()
 	for _, s := range Suites {
 		if !slices.Contains(suites, s) {
 			continue
@@ -162,9 +167,23 @@ func (c Config) validate() error {
 
 // runner runs suites and collects their rows.
 type runner struct {
+	ctx    context.Context
+	done   atomic.Bool // ctx is done: set once, read before every operation
 	cfg    Config
 	rep    *Report
 	keeper *direct
+}
+
+// drive is Drive with op failing with the run's context error once the
+// context is done, so that a row stops at its next operation. The check is
+// an atomic load, inside the measured time.
+func (r *runner) drive(clients int, b Budget, op func() error) (Summary, error) {
+	return Drive(clients, b, func() error {
+		if r.done.Load() {
+			return r.ctx.Err()
+		}
+		return op()
+	})
 }
 
 func (r *runner) suite(s Suite) error {
@@ -213,8 +232,8 @@ func warmOps(b Budget) int {
 }
 
 // warm makes warmOps(b) unrecorded round trips of op.
-func warm(call func(Op) error, op Op, b Budget) error {
-	_, err := Drive(1, Budget{Ops: warmOps(b)}, func() error { return call(op) })
+func (r *runner) warm(call func(Op) error, op Op, b Budget) error {
+	_, err := r.drive(1, Budget{Ops: warmOps(b)}, func() error { return call(op) })
 	return err
 }
 

@@ -50,6 +50,9 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 	var clock CycleClock
 	settle()
 	for i := range n + 1 { // the first cycle of each warms up
+		if err := r.ctx.Err(); err != nil {
+			return err
+		}
 		if err := a.Cycle(&clock, &as); err != nil {
 			return err
 		}

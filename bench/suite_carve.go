@@ -38,7 +38,7 @@ func (r *runner) carve() error {
 			return fmt.Errorf("carve %d B: the %d B slab holds %d", size, slab.Bytes, fits)
 		}
 		name := fmt.Sprintf("%s %d B", slab.Name, size)
-		direct, err := carveDirect(slab.Bytes, size, r.carveWarmup(fits), r.carveBudget(fits, 1))
+		direct, err := r.carveDirect(slab.Bytes, size, r.carveWarmup(fits), r.carveBudget(fits, 1))
 		if err != nil {
 			return err
 		}
@@ -80,17 +80,17 @@ func (r *runner) carveWarmup(fits int) int { return max(min(warmOps(r.cfg.Budget
 
 // carveDirect is the floor: arena.CarveSlab's arithmetic on a counter,
 // warmed up by warmup carves.
-func carveDirect(capacity, size int64, warmup int, b Budget) (Summary, error) {
+func (r *runner) carveDirect(capacity, size int64, warmup int, b Budget) (Summary, error) {
 	var used int64
 	carve := func() error {
 		var err error
 		_, used, err = arena.CarveSlab(capacity, used, size, actorsSlabAlign)
 		return err
 	}
-	if _, err := Drive(1, Budget{Ops: warmup}, carve); err != nil {
+	if _, err := r.drive(1, Budget{Ops: warmup}, carve); err != nil {
 		return Summary{}, err
 	}
-	return Drive(1, b, carve)
+	return r.drive(1, b, carve)
 }
 
 // carveActor carves size bytes from clients goroutines through a fresh
@@ -108,9 +108,9 @@ func (r *runner) carveActor(plan *arena.Plan, size int64, clients, fits int) (Su
 	}
 	var sum Summary
 	if _, err = m.BuildArena(ctx, plan); err == nil {
-		if _, err = Drive(1, Budget{Ops: r.carveWarmup(fits)}, carve); err == nil {
+		if _, err = r.drive(1, Budget{Ops: r.carveWarmup(fits)}, carve); err == nil {
 			settle()
-			sum, err = Drive(clients, r.carveBudget(fits, clients), carve)
+			sum, err = r.drive(clients, r.carveBudget(fits, clients), carve)
 		}
 	}
 	return sum, errors.Join(err, m.Close())

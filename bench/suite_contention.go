@@ -40,13 +40,13 @@ func (r *runner) contentionOne(s Subject, clients []int) error {
 	}
 	err = t.Exec(func(call func(Op) error) error {
 		for _, op := range Ops {
-			if err := warm(call, op, r.cfg.Budget); err != nil {
+			if err := r.warm(call, op, r.cfg.Budget); err != nil {
 				return err
 			}
 			var single float64
 			for _, c := range clients {
 				settle()
-				sum, err := Drive(c, contentionBudget(r.cfg.Budget, c), func() error { return call(op) })
+				sum, err := r.drive(c, contentionBudget(r.cfg.Budget, c), func() error { return call(op) })
 				if err != nil {
 					return err
 				}

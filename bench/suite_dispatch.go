@@ -20,11 +20,11 @@ func (r *runner) dispatchOne(s Subject) error {
 	}
 	err = t.Exec(func(call func(Op) error) error {
 		for _, op := range Ops {
-			if err := warm(call, op, r.cfg.Budget); err != nil {
+			if err := r.warm(call, op, r.cfg.Budget); err != nil {
 				return err
 			}
 			settle()
-			sum, err := Drive(1, r.cfg.Budget, func() error { return call(op) })
+			sum, err := r.drive(1, r.cfg.Budget, func() error { return call(op) })
 			if err != nil {
 				return err
 			}

@@ -149,14 +149,16 @@ func (c *benchCmd) run(cmd *cobra.Command, _ []string) error {
 		log.Info("bench: row", "suite", r.Suite, "case", r.Case, "subject", r.Subject, "clients", r.Clients,
 			"p50", r.P50, "p99", r.P99, "mean", r.Mean, "ops_per_sec", int64(r.OpsPerSec))
 	}
-	rep, err := bench.Run(cfg, suites...)
-	if err != nil {
+	rep, err := bench.Run(cmd.Context(), cfg, suites...)
+	if err != nil && (rep == nil || cmd.Context().Err() == nil) {
 		return err
 	}
+	// Complete, or interrupted (Ctrl-C): print what was measured, then say
+	// it was interrupted.
 	if c.jsonOut {
-		return writeJSON(cmd.OutOrStdout(), rep)
+		return errors.Join(writeJSON(cmd.OutOrStdout(), rep), err)
 	}
-	return writeBenchText(cmd.OutOrStdout(), rep, cfg)
+	return errors.Join(writeBenchText(cmd.OutOrStdout(), rep, cfg), err)
 }
 
 // benchNotes explain a suite's vs column.

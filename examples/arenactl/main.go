@@ -17,12 +17,14 @@ import (
 	"context"
 	"os"
 	"os/signal"
+
+	"golang.org/x/sys/unix"
 )
 
-// main runs arenactl; Ctrl-C stops submitting work, and what was built is
-// still released.
+// main runs arenactl; Ctrl-C (SIGINT) or SIGTERM stops submitting work, and
+// what was built is still released.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

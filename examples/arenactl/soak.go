@@ -118,7 +118,10 @@ func (c *soakCmd) run(cmd *cobra.Command, _ []string) error {
 		device: deviceFor(bc), backend: bc.Kind,
 	}
 	rep, err := s.run(cmd.Context())
-	if rep != nil {
+	// A soak that failed (a device that would not open, say) reports its
+	// error alone: a summary would say the invariants hold over what never
+	// ran. One that was interrupted reports what ran.
+	if rep != nil && (err == nil || cmd.Context().Err() != nil) {
 		rep.writeSummary(cmd.OutOrStdout(), s)
 		if cmd.Context().Err() != nil {
 			// Ctrl-C ends a soak early; what ran was still checked.

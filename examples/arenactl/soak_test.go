@@ -103,3 +103,16 @@ func TestSoakReportsABrokenInvariant(t *testing.T) {
 		t.Fatalf("the summary does not say so:\n%s", out.String())
 	}
 }
+
+// A soak whose first build fails reports the error alone, with no summary
+// claiming that the invariants hold over what never ran.
+func TestSoakThatCannotStartPrintsNoSummary(t *testing.T) {
+	r := cli(t, "soak", "--duration", "1s", "--device-memory", "1GiB",
+		"--config", configPath("qwen3-next-80b-a3b-thinking"))
+	if r.code == exitOK || !strings.Contains(r.stderr, "out of device memory") {
+		t.Fatalf("exit %d, stderr %q: want a failure naming the out-of-memory", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout, "invariants") {
+		t.Fatalf("a summary was printed:\n%s", r.stdout)
+	}
+}

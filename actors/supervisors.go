@@ -155,7 +155,7 @@ func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align i
 // runs behind the requests already in that supervisor's mailbox. It runs to
 // the end whatever ctx says once started; ctx bounds only the wait. It
 // returns the first error; ErrNoArena when no arena was built. When one of
-// the three supervisors has stopped for good, it returns
+// the three supervisors had already stopped for good, it returns
 // ErrSupervisorStopped naming it and starts nothing: the arena stays built,
 // and Close still frees it.
 func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error) {

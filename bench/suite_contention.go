@@ -1,9 +1,6 @@
 package bench
 
-import (
-	"errors"
-	"slices"
-)
+import "slices"
 
 // contention measures the round trips from each count of concurrent clients,
 // for every subject that takes them; each row's Ratio is its throughput over
@@ -34,32 +31,22 @@ func contentionBudget(b Budget, clients int) Budget {
 }
 
 func (r *runner) contentionOne(s Subject, clients []int) error {
-	t, err := s.Start(r.cfg.Backend.Factory())
-	if err != nil {
-		return err
-	}
-	err = t.Exec(func(call func(Op) error) error {
-		for _, op := range Ops {
-			if err := r.warm(call, op, r.cfg.Budget); err != nil {
+	return r.eachOp(s, func(op Op, call func(Op) error) error {
+		var single float64
+		for _, c := range clients {
+			settle()
+			sum, err := r.drive(c, contentionBudget(r.cfg.Budget, c), func() error { return call(op) })
+			if err != nil {
 				return err
 			}
-			var single float64
-			for _, c := range clients {
-				settle()
-				sum, err := r.drive(c, contentionBudget(r.cfg.Budget, c), func() error { return call(op) })
-				if err != nil {
-					return err
-				}
-				row := Row{Suite: SuiteContention, Case: string(op), Subject: s.Name(), Clients: c, Summary: sum}
-				if c == 1 {
-					single = sum.OpsPerSec
-				} else if single > 0 {
-					row.Ratio, row.RatioOf = sum.OpsPerSec/single, "ops/s at 1 client"
-				}
-				r.add(row)
+			row := Row{Suite: SuiteContention, Case: string(op), Subject: s.Name(), Clients: c, Summary: sum}
+			if c == 1 {
+				single = sum.OpsPerSec
+			} else if single > 0 {
+				row.Ratio, row.RatioOf = sum.OpsPerSec/single, "ops/s at 1 client"
 			}
+			r.add(row)
 		}
 		return nil
 	})
-	return errors.Join(err, t.Close())
 }

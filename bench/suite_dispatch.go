@@ -1,7 +1,5 @@
 package bench
 
-import "errors"
-
 // dispatch measures one client's round trips, empty and mem-info, for every
 // subject.
 func (r *runner) dispatch() error {
@@ -14,23 +12,13 @@ func (r *runner) dispatch() error {
 }
 
 func (r *runner) dispatchOne(s Subject) error {
-	t, err := s.Start(r.cfg.Backend.Factory())
-	if err != nil {
-		return err
-	}
-	err = t.Exec(func(call func(Op) error) error {
-		for _, op := range Ops {
-			if err := r.warm(call, op, r.cfg.Budget); err != nil {
-				return err
-			}
-			settle()
-			sum, err := r.drive(1, r.cfg.Budget, func() error { return call(op) })
-			if err != nil {
-				return err
-			}
-			r.add(Row{Suite: SuiteDispatch, Case: string(op), Subject: s.Name(), Clients: 1, Summary: sum})
+	return r.eachOp(s, func(op Op, call func(Op) error) error {
+		settle()
+		sum, err := r.drive(1, r.cfg.Budget, func() error { return call(op) })
+		if err != nil {
+			return err
 		}
+		r.add(Row{Suite: SuiteDispatch, Case: string(op), Subject: s.Name(), Clients: 1, Summary: sum})
 		return nil
 	})
-	return errors.Join(err, t.Close())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"time"
 
 	"github.com/gpuarena/gpuarena"
@@ -124,10 +125,10 @@ func (a ActorBuild) Cycle(clock *CycleClock, s *BuildSample) error {
 	// pays for it in GC assists that a server building once never sees.
 	clock.idle(warmed)
 	d0, t0 := driver.elapsed(), time.Now()
-	_, err = m.BuildArena(ctx, a.Plan)
+	trace.WithRegion(ctx, "actor build", func() { _, err = m.BuildArena(ctx, a.Plan) })
 	t1, d1 := time.Now(), driver.elapsed()
 	if err == nil {
-		_, err = m.Release(ctx)
+		trace.WithRegion(ctx, "actor release", func() { _, err = m.Release(ctx) })
 	}
 	t2, d2 := time.Now(), driver.elapsed()
 	clock.released = t2
@@ -220,10 +221,12 @@ func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, clock *CycleClock,
 		tb := driver.wrap(b)
 		ptrs := make([]messages.DevicePtr, 0, len(d.sizes))
 		clock.idle(opened)
+		ctx := context.Background()
 		t0 := time.Now()
-		err = d.build(tb, &ptrs)
+		trace.WithRegion(ctx, "direct build", func() { err = d.build(tb, &ptrs) })
 		t1, d1 := time.Now(), driver.elapsed()
-		ferr := free(tb, ptrs)
+		var ferr error
+		trace.WithRegion(ctx, "direct release", func() { ferr = free(tb, ptrs) })
 		t2, d2 := time.Now(), driver.elapsed()
 		clock.released = t2
 		if err == nil && ferr == nil {

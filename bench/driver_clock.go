@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"runtime/trace"
 	"sync/atomic"
 	"time"
 
@@ -38,19 +40,28 @@ type timedBackend struct {
 	clock *driverClock
 }
 
-func (t timedBackend) add(start time.Time) { t.clock.total.Add(int64(time.Since(start))) }
+// call is what each timed call does: start a trace region named name (an
+// execution trace of the run shows each driver call), note the time, and
+// return the function that ends both.
+func (t timedBackend) call(name string) (end func()) {
+	r, start := trace.StartRegion(context.Background(), name), time.Now()
+	return func() {
+		t.clock.total.Add(int64(time.Since(start)))
+		r.End()
+	}
+}
 
 func (t timedBackend) Alloc(bytes int64) (messages.DevicePtr, error) {
-	defer t.add(time.Now())
+	defer t.call("driver alloc")()
 	return t.Backend.Alloc(bytes)
 }
 
 func (t timedBackend) Free(ptr messages.DevicePtr) error {
-	defer t.add(time.Now())
+	defer t.call("driver free")()
 	return t.Backend.Free(ptr)
 }
 
 func (t timedBackend) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
-	defer t.add(time.Now())
+	defer t.call("driver memset")()
 	return t.Backend.Memset(ptr, value, bytes)
 }

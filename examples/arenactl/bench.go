@@ -31,15 +31,18 @@ Suites (--suite, comma-separated, or all):
               and 8192, pooled and discrete: through the actors
               (Manager.BuildArena + Release, a new Manager each cycle) vs the
               same driver calls made directly on a new locked thread; each
-              cycle starts with the device idle for 10 ms; "in driver" is
-              the time inside the driver calls; vs is actor mean over direct
-              mean
+              cycle's build starts 40 ms after the previous release (both
+              subjects alike: a driver allocation is slower the longer the
+              device was idle); "in driver" is the time inside the driver
+              calls; vs is actor mean over direct mean
   carve       Manager.CarveSlab of small sizes from Qwen3-Next's
               ssm_rowwise_w_bf16 slab (fp8_rowwise), vs the carve arithmetic
 
 Each row makes --ops operations (contention: at least 16 per client; build:
---build-ops cycles), or runs for --duration. Models are read from --configs.
-The defaults take about a minute on an H200 host.
+--build-ops cycles), or runs for --duration. The build suite's models
+(--models) are read from --configs. The defaults take about a minute on an
+H200 host. --trace writes a Go execution trace of the run: each build and
+release, and each driver call inside them, is a region.
 
 --json prints {"device", "gomaxprocs", "date", "rows": [{"suite", "case",
 "subject", "clients", "ops", "p50_ns", "p99_ns", "mean_ns", "max_ns",
@@ -57,6 +60,9 @@ type benchCmd struct {
 	spins       []time.Duration
 	managerSpin time.Duration
 	configs     string
+	models      []string
+	batchTokens []int64
+	traceOut    string
 	jsonOut     bool
 }
 
@@ -81,6 +87,9 @@ func newBenchCmd(a *app) *cobra.Command {
 	fs.DurationSliceVar(&c.spins, "spin", def.Spins, "dispatcher spins the gpuarena rows are measured at")
 	fs.DurationVar(&c.managerSpin, "manager-spin", def.ManagerSpin, "dispatcher spin of the managers the build and carve suites start")
 	fs.StringVar(&c.configs, "configs", def.ConfigDir, "folder of the models' config.json files")
+	fs.StringSliceVar(&c.models, "models", def.Models, "models of the build suite: names of config files in --configs, without .json")
+	fs.Int64SliceVar(&c.batchTokens, "batch-tokens", def.BatchTokens, "max_batch_tokens values of the build suite")
+	fs.StringVar(&c.traceOut, "trace", "", "write a Go execution trace of the run to this file (read it with go tool trace); build cycles are its regions")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the rows as JSON")
 	return cmd
 }
@@ -109,8 +118,13 @@ func (c *benchCmd) config(changed func(string) bool) (bench.Config, []bench.Suit
 		return cfg, nil, fmt.Errorf("--spin %v: want durations of at least 0", c.spins)
 	case c.managerSpin < 0:
 		return cfg, nil, fmt.Errorf("--manager-spin %v: must not be negative", c.managerSpin)
+	case len(c.models) == 0:
+		return cfg, nil, errors.New("--models: no model given")
+	case len(c.batchTokens) == 0 || slices.ContainsFunc(c.batchTokens, func(n int64) bool { return n < 1 }):
+		return cfg, nil, fmt.Errorf("--batch-tokens %v: want counts of at least 1", c.batchTokens)
 	}
 	cfg.Backend, cfg.BuildOps, cfg.Clients, cfg.Spins, cfg.ManagerSpin, cfg.ConfigDir = bc, c.buildOps, c.clients, c.spins, c.managerSpin, c.configs
+	cfg.Models, cfg.BatchTokens = c.models, c.batchTokens
 	cfg.Budget = bench.Budget{Ops: c.ops}
 	if c.duration > 0 {
 		cfg.Budget = bench.Budget{Duration: c.duration}
@@ -139,10 +153,17 @@ func parseSuites(names []string) ([]bench.Suite, error) {
 }
 
 // run measures and prints the tables.
-func (c *benchCmd) run(cmd *cobra.Command, _ []string) error {
+func (c *benchCmd) run(cmd *cobra.Command, _ []string) (err error) {
 	cfg, suites, err := c.config(cmd.Flags().Changed)
 	if err != nil {
 		return err
+	}
+	if c.traceOut != "" {
+		stop, err := startTrace(c.traceOut)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
 	}
 	log := c.app.logger
 	cfg.OnRow = func(r bench.Row) {

@@ -32,7 +32,9 @@ type arenaSupervisor struct {
 }
 
 // Receive handles Started, BuildArena, RunForward and Release (its part:
-// retire the arena, then hand the release to the slab supervisor).
+// retire the arena, then hand the release to the slab supervisor). A built
+// arena is registered the same way: handed to the slab supervisor, which
+// hands it on to the release supervisor.
 func (s *arenaSupervisor) Receive(c actor.Context) {
 	defer answerPanic("arena", s.cfg.logger, c.Message())
 	s.cfg.received("arena", c.Message())
@@ -81,13 +83,11 @@ func (s *arenaSupervisor) rebuild(c actor.Context) {
 	}
 }
 
-// register hands a built arena and its slabs to the release supervisor, and
-// its slabs to the slab supervisor: one message each.
+// register hands a built arena to the slab supervisor, which adopts its
+// slabs and hands it on to the release supervisor (messages.RegisterArena):
+// one message on the build's path, like a release.
 func (s *arenaSupervisor) register(c actor.Context, a *messages.Arena) {
-	c.Send(s.release, &messages.RegisterArena{Arena: a})
-	if len(a.Slabs) > 0 {
-		c.Send(s.slab, &messages.AdoptSlabs{Slabs: a.Slabs})
-	}
+	c.Send(s.slab, &messages.RegisterArena{Arena: a})
 }
 
 func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messages.Arena, error) {

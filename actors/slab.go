@@ -35,8 +35,9 @@ type slabState struct {
 	used int64
 }
 
-// Receive handles Started, AdoptSlabs, CarveSlab and Release (its part:
-// retire the slabs, then hand the release to the release supervisor).
+// Receive handles Started, RegisterArena (adopt its slabs, then hand it on
+// to the release supervisor), CarveSlab and Release (its part: retire the
+// slabs, then hand the release to the release supervisor).
 func (s *slabSupervisor) Receive(c actor.Context) {
 	defer answerPanic("slab", s.cfg.logger, c.Message())
 	s.cfg.received("slab", c.Message())
@@ -44,10 +45,11 @@ func (s *slabSupervisor) Receive(c actor.Context) {
 	case *actor.Started:
 		s.rebuild()
 		s.cfg.hook("slab", PointStarted)
-	case *messages.AdoptSlabs:
-		for _, sl := range m.Slabs {
+	case *messages.RegisterArena:
+		for _, sl := range m.Arena.Slabs {
 			s.adopt(sl, 0)
 		}
+		c.Send(s.release, m)
 	case *messages.CarveSlab:
 		m.Reply <- s.carve(m)
 	case *messages.Release:
@@ -77,7 +79,7 @@ func (s *slabSupervisor) rebuild() {
 }
 
 // adopt starts carving sl at used bytes, unless the supervisor carves it
-// already (AdoptSlabs sent again after the arena supervisor restarted).
+// already (the arena registered again after the arena supervisor restarted).
 func (s *slabSupervisor) adopt(sl messages.Slab, used int64) {
 	if s.slabs == nil {
 		s.slabs = make(map[string]*slabState)

@@ -89,12 +89,6 @@ type Slab struct {
 // SlabOwner is the ledger owner of the slab named name.
 func SlabOwner(name string) string { return "slab/" + name }
 
-// AdoptSlabs hands the slabs of a built arena to the slab supervisor, which
-// carves them from then on.
-type AdoptSlabs struct {
-	Slabs []Slab
-}
-
 // CarveSlab asks the slab supervisor for the next Bytes bytes of slab Name,
 // aligned to Align bytes (0: 256). Carving is bump-only: nothing is ever
 // returned to a slab. Reply: CarveSlabReply.
@@ -114,8 +108,11 @@ type CarveSlabReply struct {
 	Err    error
 }
 
-// RegisterArena hands a built arena and its slabs to the release
-// supervisor, registered in that order (so the slabs are freed first).
+// RegisterArena hands a built arena on from the arena supervisor to the slab
+// supervisor, which carves its slabs from then on, and from it to the
+// release supervisor, which registers the arena and its slabs in that order
+// (so the slabs are freed first). It travels the path of Release, so it
+// reaches each supervisor before any release of the arena does.
 type RegisterArena struct {
 	Arena *Arena
 }

@@ -110,7 +110,7 @@ func TestSubjects(t *testing.T) {
 // TestRun runs every suite with tiny counts and checks the rows it reports.
 func TestRun(t *testing.T) {
 	cfg := bench.DefaultConfig()
-	cfg.Budget, cfg.BuildOps = bench.Budget{Ops: 10}, 1
+	cfg.Budget, cfg.BuildOps = bench.Budget{Ops: 10}, 2
 	cfg.Clients, cfg.Spins = []int{1, 3}, []time.Duration{0, 5 * time.Microsecond}
 	cfg.ConfigDir, cfg.Models, cfg.BatchTokens, cfg.CarveSizes = "../examples/configs", []string{"llama-3.1-8b"}, []int64{512}, []int64{4096}
 	var seen int
@@ -125,8 +125,9 @@ func TestRun(t *testing.T) {
 		if r.Ops < 1 || r.Clients < 1 || r.Case == "" || r.Subject == "" {
 			t.Errorf("row %+v: want ops and clients ≥ 1, a case and a subject", r)
 		}
-		if r.Suite == bench.SuiteBuild && r.Subject == bench.SubjectActor && r.RatioOf == "" {
-			t.Errorf("build row %+v: no ratio to the direct calls", r)
+		if r.Suite == bench.SuiteBuild && r.Subject == bench.SubjectActor &&
+			(r.RatioOf == "" || r.RatioLow <= 0 || r.RatioLow > r.RatioHigh) {
+			t.Errorf("build row %+v: want a ratio to the direct calls and its confidence interval", r)
 		}
 	}
 	want := map[bench.Suite]int{
@@ -182,5 +183,46 @@ func TestRunStopsWhenItsContextIsDone(t *testing.T) {
 	}
 	if len(rep.Rows) != 1 {
 		t.Fatalf("%d rows, want the 1 reported before the cancellation", len(rep.Rows))
+	}
+}
+
+func TestRatioCI95(t *testing.T) {
+	us := func(v ...int) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Microsecond
+		}
+		return d
+	}
+	direct := us(500, 620, 480, 710, 530, 560, 650, 490)
+	twice := make([]time.Duration, len(direct))
+	for i, d := range direct {
+		twice[i] = 2 * d
+	}
+	if lo, hi := bench.RatioCI95(twice, direct); lo != 2 || hi != 2 {
+		t.Errorf("a = 2b: interval %v–%v, want 2–2", lo, hi)
+	}
+	// Each cycle's actor build takes 100 µs longer than its direct one, but
+	// for one slow cycle: the interval holds the ratio of the means and is
+	// not a point.
+	actor := us(600, 720, 580, 810, 630, 660, 1750, 590)
+	lo, hi := bench.RatioCI95(actor, direct)
+	mean := func(d []time.Duration) float64 {
+		var s time.Duration
+		for _, x := range d {
+			s += x
+		}
+		return float64(s) / float64(len(d))
+	}
+	if r := mean(actor) / mean(direct); !(lo < r && r < hi) || lo < 1.1 || hi > 2 {
+		t.Errorf("interval %.3f–%.3f for a ratio of %.3f: want it to hold the ratio, within 1.1–2", lo, hi, r)
+	}
+	if lo2, hi2 := bench.RatioCI95(actor, direct); lo2 != lo || hi2 != hi {
+		t.Errorf("second call gave %v–%v, first %v–%v: want the same (a seeded bootstrap)", lo2, hi2, lo, hi)
+	}
+	for _, c := range []struct{ a, b []time.Duration }{{us(1), us(1)}, {us(1, 2), us(1)}, {us(1, 2), us(0, 0)}} {
+		if lo, hi := bench.RatioCI95(c.a, c.b); lo != 0 || hi != 0 {
+			t.Errorf("RatioCI95(%v, %v) = %v–%v, want 0–0", c.a, c.b, lo, hi)
+		}
 	}
 }

@@ -49,6 +49,10 @@ type Row struct {
 	DriverMean time.Duration `json:"driver_mean_ns,omitempty"`
 	Ratio      float64       `json:"ratio,omitempty"`
 	RatioOf    string        `json:"ratio_of,omitempty"`
+	// RatioLow and RatioHigh (build suite) bound Ratio's 95% confidence
+	// interval (RatioCI95 over the cycles); 0 when not computed.
+	RatioLow  float64 `json:"ratio_low,omitempty"`
+	RatioHigh float64 `json:"ratio_high,omitempty"`
 }
 
 // Config configures Run. DefaultConfig fills every field.

@@ -21,7 +21,7 @@ var Layouts = []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete}
 // cycles of build and release through the actors and as direct driver calls
 // on a new locked thread (DirectBuild), interleaved (actor, direct, actor,
 // …) so that drift hits both alike. Each actor row's Ratio is its mean over
-// the direct row's.
+// the direct row's, with its 95% confidence interval (RatioCI95).
 func (r *runner) build() error {
 	for _, model := range r.cfg.Models {
 		for _, m := range r.cfg.BatchTokens {
@@ -63,6 +63,10 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 			as, ds = newBuildSample(n), newBuildSample(n)
 		}
 	}
+	// The intervals pair each cycle's two measurements: compute them before
+	// Summaries sorts the durations.
+	bLow, bHigh := RatioCI95(as.Build, ds.Build)
+	rLow, rHigh := RatioCI95(as.Release, ds.Release)
 	ab, ar := as.Summaries()
 	db, dr := ds.Summaries()
 	abd, ard := as.DriverMeans()
@@ -71,12 +75,14 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 		phase                   string
 		actor, driver           Summary
 		actorInDriver, inDriver time.Duration
-	}{{"build", ab, db, abd, dbd}, {"release", ar, dr, ard, drd}} {
+		low, high               float64
+	}{{"build", ab, db, abd, dbd, bLow, bHigh}, {"release", ar, dr, ard, drd, rLow, rHigh}} {
 		c := name + " " + p.phase
 		r.add(Row{Suite: SuiteBuild, Case: c, Subject: SubjectDirect, Clients: 1, Summary: p.driver, DriverMean: p.inDriver})
 		row := Row{Suite: SuiteBuild, Case: c, Subject: SubjectActor, Clients: 1, Summary: p.actor, DriverMean: p.actorInDriver}
 		if p.driver.Mean > 0 {
 			row.Ratio, row.RatioOf = float64(p.actor.Mean)/float64(p.driver.Mean), "direct mean"
+			row.RatioLow, row.RatioHigh = p.low, p.high
 		}
 		r.add(row)
 	}

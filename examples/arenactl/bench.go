@@ -46,7 +46,8 @@ release, and each driver call inside them, is a region.
 
 --json prints {"device", "gomaxprocs", "date", "rows": [{"suite", "case",
 "subject", "clients", "ops", "p50_ns", "p99_ns", "mean_ns", "max_ns",
-"elapsed_ns", "ops_per_sec", "driver_mean_ns" (build), "ratio", "ratio_of"}]}.`
+"elapsed_ns", "ops_per_sec", "driver_mean_ns" (build), "ratio", "ratio_of",
+"ratio_low", "ratio_high" (build: the ratio's 95% confidence interval)}]}.`
 
 // benchCmd holds the flags of "arenactl bench".
 type benchCmd struct {
@@ -185,7 +186,7 @@ func (c *benchCmd) run(cmd *cobra.Command, _ []string) (err error) {
 // benchNotes explain a suite's vs column.
 var benchNotes = map[bench.Suite]string{
 	bench.SuiteContention: "vs: ops/s over the same subject's ops/s at 1 client",
-	bench.SuiteBuild:      "in driver: the mean time spent inside the backend's alloc, free and memset calls; vs: the actor's mean over the direct driver calls' mean",
+	bench.SuiteBuild:      "in driver: the mean time spent inside the backend's alloc, free and memset calls; vs: the actor's mean over the direct driver calls' mean, and its 95% confidence interval (a bootstrap over the cycles)",
 }
 
 // writeBenchText writes a header and one table per suite.
@@ -209,13 +210,13 @@ func writeBenchText(w io.Writer, rep *bench.Report, cfg bench.Config) error {
 		fmt.Fprintf(w, "\n%s\n", s)
 		t := newTable(w)
 		if s == bench.SuiteBuild {
-			row(t, "case", "subject", "clients", "ops", "p50", "p99", "mean", "in driver", "ops/s", "vs")
+			row(t, "case", "subject", "clients", "ops", "p50", "p99", "mean", "in driver", "ops/s", "vs", "vs 95% CI")
 		} else {
 			row(t, "case", "subject", "clients", "ops", "p50", "p99", "mean", "ops/s", "vs")
 		}
 		for _, r := range rows {
 			if s == bench.SuiteBuild {
-				row(t, r.Case, r.Subject, r.Clients, r.Ops, duration(r.P50), duration(r.P99), duration(r.Mean), duration(r.DriverMean), rate(r.OpsPerSec), ratio(r.Ratio))
+				row(t, r.Case, r.Subject, r.Clients, r.Ops, duration(r.P50), duration(r.P99), duration(r.Mean), duration(r.DriverMean), rate(r.OpsPerSec), ratio(r.Ratio), interval(r.RatioLow, r.RatioHigh))
 			} else {
 				row(t, r.Case, r.Subject, r.Clients, r.Ops, duration(r.P50), duration(r.P99), duration(r.Mean), rate(r.OpsPerSec), ratio(r.Ratio))
 			}
@@ -262,4 +263,13 @@ func ratio(x float64) string {
 		return ""
 	}
 	return fmt.Sprintf("%.2f×", x)
+}
+
+// interval formats a ratio's confidence interval ("0.97–1.12"), empty for
+// none.
+func interval(lo, hi float64) string {
+	if lo == 0 && hi == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi)
 }

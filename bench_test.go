@@ -53,7 +53,7 @@ func BenchmarkBuildArena(b *testing.B) {
 				name := fmt.Sprintf("%s/M=%d/%s", model, m, layout)
 				b.Run(name+"/actor", func(b *testing.B) {
 					a := bench.ActorBuild{Factory: hostsim, Plan: plan, Layout: layout, Spin: gpuworker.DefaultSpin}
-					var clock bench.CycleClock
+					clock := bench.CycleClock{BuildIdle: bench.DefaultBuildIdle, SetupIdle: bench.DefaultSetupIdle}
 					s := bench.BuildSample{}
 					for b.Loop() {
 						if err := a.Cycle(&clock, &s); err != nil {
@@ -75,7 +75,7 @@ func benchDirectBuild(b *testing.B, plan *arena.Plan, layout gpuarena.Layout) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var clock bench.CycleClock
+	clock := bench.CycleClock{BuildIdle: bench.DefaultBuildIdle, SetupIdle: bench.DefaultSetupIdle}
 	s := bench.BuildSample{}
 	for b.Loop() {
 		if err := d.Cycle(hostsim, &clock, &s); err != nil {

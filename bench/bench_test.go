@@ -150,6 +150,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	for name, edit := range map[string]func(*bench.Config){
 		"no budget":      func(c *bench.Config) { c.Budget = bench.Budget{} },
 		"no build ops":   func(c *bench.Config) { c.BuildOps = 0 },
+		"negative idle":  func(c *bench.Config) { c.BuildIdle = -time.Millisecond },
 		"zero clients":   func(c *bench.Config) { c.Clients = []int{0} },
 		"negative spin":  func(c *bench.Config) { c.Spins = []time.Duration{-1} },
 		"zero carve":     func(c *bench.Config) { c.CarveSizes = []int64{0} },

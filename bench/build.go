@@ -13,32 +13,37 @@ import (
 	"github.com/gpuarena/gpuarena/messages"
 )
 
-// BuildIdle is how long before a cycle's timed build the previous cycle's
-// release ended, for both subjects: how fast a driver allocation is depends
-// on how long ago the device last freed memory. On the H200 host a 6.2 GB
-// cuMemAlloc took 0.43 ms 2 ms after a free of the same size, 2.1 ms after
-// 10 ms, 4.1 ms after 20 ms and 5.6–6.2 ms after 40 to 80 ms; a 250 MB one
-// 0.30, 0.32, 0.35 and 0.45 ms (docs/performance.md). A Manager takes longer
-// to set up than a bare thread, so timing from each subject's own setup
-// would start the actor's build longer after the previous release than the
-// direct calls' (so timed, DeepSeek-V3's 6.2 GB pooled build was 2.4–3.4×
-// slower through the actor, all of it inside the driver).
-const BuildIdle = 40 * time.Millisecond
+// DefaultBuildIdle is how long before a cycle's timed build the previous
+// cycle's release ends by default (Config.BuildIdle), for both subjects. How
+// fast a driver allocation is depends on how long ago the device last freed
+// memory: on the H200 host a 6.2 GB cuMemAlloc took 0.43 ms 2 ms after a free of the
+// same size, 2.1 ms after 10 ms, 4.1 ms after 20 ms and 5.6–6.2 ms after 40
+// to 80 ms; a 250 MB one 0.30, 0.32, 0.35 and 0.45 ms (docs/performance.md).
+// A Manager takes longer to set up than a bare thread, so timing from each
+// subject's own setup would start the actor's build longer after the
+// previous release than the direct calls' (so timed, DeepSeek-V3's 6.2 GB
+// pooled build was 2.4–3.4× slower through the actor, all of it inside the
+// driver).
+const DefaultBuildIdle = 40 * time.Millisecond
 
-// SetupIdle is how long before a cycle's timed build its setup's last driver
-// call was made, at least: a driver allocation is slower the longer the
-// device has been idle (on the H200 host a 250 MB cuMemAlloc took 64–83 µs
-// right after another call and 300–340 µs after 10 ms), and each subject's
-// setup ends with one (the cuda backend's warm-up, the Manager's mem-info).
-const SetupIdle = 10 * time.Millisecond
+// DefaultSetupIdle is how long before a cycle's timed build its setup's
+// last driver call was made, at least, by default (Config.SetupIdle): a
+// driver allocation is slower the longer the device has been idle (on the
+// H200 host a 250 MB cuMemAlloc took 64–83 µs right after another call and
+// 300–340 µs after 10 ms), and each subject's setup ends with one (the cuda
+// backend's warm-up, the Manager's mem-info).
+const DefaultSetupIdle = 10 * time.Millisecond
 
 // CycleClock spaces build-and-release cycles, so that each timed build
 // starts BuildIdle after the previous cycle's release and SetupIdle after its
 // own setup; one clock is shared by both subjects of a build row, whose
-// cycles alternate. The zero value is ready: its first cycle waits for
-// SetupIdle only.
+// cycles alternate. Its first cycle waits for SetupIdle only. Every cycle
+// builds on a new Manager (one can build once), so however short the idles
+// the actor's build runs on threads that have just parked; shorter idles
+// make the driver's allocations faster and more variable (docs/performance.md).
 type CycleClock struct {
-	released time.Time // when the previous cycle's release ended (zero: none yet)
+	BuildIdle, SetupIdle time.Duration // ≥ 0; 0: no wait
+	released             time.Time     // when the previous cycle's release ended (zero: none yet)
 }
 
 // idle collects the garbage of the setup, then waits until both are true:
@@ -46,8 +51,8 @@ type CycleClock struct {
 // setup, the setup's last driver call.
 func (c *CycleClock) idle(setup time.Time) {
 	settle()
-	start := setup.Add(SetupIdle)
-	if r := c.released.Add(BuildIdle); !c.released.IsZero() && r.After(start) {
+	start := setup.Add(c.SetupIdle)
+	if r := c.released.Add(c.BuildIdle); !c.released.IsZero() && r.After(start) {
 		start = r
 	}
 	time.Sleep(time.Until(start))

@@ -64,6 +64,9 @@ type Config struct {
 	Budget Budget
 	// BuildOps is the number of build-and-release cycles of each build row.
 	BuildOps int
+	// BuildIdle and SetupIdle space the build suite's cycles (CycleClock;
+	// defaults DefaultBuildIdle and DefaultSetupIdle). Both ≥ 0.
+	BuildIdle, SetupIdle time.Duration
 	// Clients are the contention suite's client counts (and the carve
 	// suite's, up to 16).
 	Clients []int
@@ -104,6 +107,8 @@ func DefaultConfig() Config {
 		Backend:     gpuworker.BackendConfig{Kind: gpuworker.KindHostSim},
 		Budget:      Budget{Ops: 20000},
 		BuildOps:    20,
+		BuildIdle:   DefaultBuildIdle,
+		SetupIdle:   DefaultSetupIdle,
 		Clients:     []int{1, 16, 256, 4096},
 		Kinds:       Kinds,
 		Spins:       []time.Duration{0, PollingSpin},
@@ -159,6 +164,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("bench: budget %+v: want ops > 0 or a duration > 0", c.Budget)
 	case c.BuildOps < 1:
 		return fmt.Errorf("bench: build ops %d: want at least 1", c.BuildOps)
+	case c.BuildIdle < 0 || c.SetupIdle < 0:
+		return fmt.Errorf("bench: build idle %v, setup idle %v: must not be negative", c.BuildIdle, c.SetupIdle)
 	case slices.ContainsFunc(c.Clients, func(n int) bool { return n < 1 }):
 		return fmt.Errorf("bench: clients %v: want counts ≥ 1", c.Clients)
 	case slices.ContainsFunc(c.Spins, func(d time.Duration) bool { return d < 0 }) || c.ManagerSpin < 0:

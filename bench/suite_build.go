@@ -47,7 +47,7 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 	}
 	n := r.cfg.BuildOps
 	as, ds := newBuildSample(n+1), newBuildSample(n+1)
-	var clock CycleClock
+	clock := CycleClock{BuildIdle: r.cfg.BuildIdle, SetupIdle: r.cfg.SetupIdle}
 	settle()
 	for i := range n + 1 { // the first cycle of each warms up
 		if err := r.ctx.Err(); err != nil {

@@ -31,10 +31,12 @@ Suites (--suite, comma-separated, or all):
               and 8192, pooled and discrete: through the actors
               (Manager.BuildArena + Release, a new Manager each cycle) vs the
               same driver calls made directly on a new locked thread; each
-              cycle's build starts 40 ms after the previous release (both
-              subjects alike: a driver allocation is slower the longer the
+              cycle's build starts --build-idle (40 ms) after the previous
+              release and at least --setup-idle (10 ms) after its setup, both
+              subjects alike (a driver allocation is slower the longer the
               device was idle); "in driver" is the time inside the driver
-              calls; vs is actor mean over direct mean
+              calls; vs is actor mean over direct mean, with its 95%
+              confidence interval
   carve       Manager.CarveSlab of small sizes from Qwen3-Next's
               ssm_rowwise_w_bf16 slab (fp8_rowwise), vs the carve arithmetic
 
@@ -57,6 +59,8 @@ type benchCmd struct {
 	ops         int
 	duration    time.Duration
 	buildOps    int
+	buildIdle   time.Duration
+	setupIdle   time.Duration
 	clients     []int
 	spins       []time.Duration
 	managerSpin time.Duration
@@ -84,6 +88,8 @@ func newBenchCmd(a *app) *cobra.Command {
 	fs.IntVar(&c.ops, "ops", def.Budget.Ops, "operations per row (dispatch, contention, carve)")
 	fs.DurationVar(&c.duration, "duration", 0, "run each row for this long instead of --ops operations")
 	fs.IntVar(&c.buildOps, "build-ops", def.BuildOps, "build-and-release cycles per build row")
+	fs.DurationVar(&c.buildIdle, "build-idle", def.BuildIdle, "time from a build cycle's release to the next cycle's build (shorter: faster, more variable driver allocations)")
+	fs.DurationVar(&c.setupIdle, "setup-idle", def.SetupIdle, "least time from a build cycle's setup to its build")
 	fs.IntSliceVar(&c.clients, "clients", def.Clients, "concurrent clients of the contention suite (and carve, up to 16)")
 	fs.DurationSliceVar(&c.spins, "spin", def.Spins, "dispatcher spins the gpuarena rows are measured at")
 	fs.DurationVar(&c.managerSpin, "manager-spin", def.ManagerSpin, "dispatcher spin of the managers the build and carve suites start")
@@ -113,6 +119,8 @@ func (c *benchCmd) config(changed func(string) bool) (bench.Config, []bench.Suit
 		return cfg, nil, fmt.Errorf("--duration %v: must not be negative", c.duration)
 	case c.buildOps < 1:
 		return cfg, nil, fmt.Errorf("--build-ops %d: want at least 1", c.buildOps)
+	case c.buildIdle < 0 || c.setupIdle < 0:
+		return cfg, nil, fmt.Errorf("--build-idle %v, --setup-idle %v: must not be negative", c.buildIdle, c.setupIdle)
 	case len(c.clients) == 0 || slices.ContainsFunc(c.clients, func(n int) bool { return n < 1 }):
 		return cfg, nil, fmt.Errorf("--clients %v: want counts of at least 1", c.clients)
 	case len(c.spins) == 0 || slices.ContainsFunc(c.spins, func(d time.Duration) bool { return d < 0 }):
@@ -125,7 +133,7 @@ func (c *benchCmd) config(changed func(string) bool) (bench.Config, []bench.Suit
 		return cfg, nil, fmt.Errorf("--batch-tokens %v: want counts of at least 1", c.batchTokens)
 	}
 	cfg.Backend, cfg.BuildOps, cfg.Clients, cfg.Spins, cfg.ManagerSpin, cfg.ConfigDir = bc, c.buildOps, c.clients, c.spins, c.managerSpin, c.configs
-	cfg.Models, cfg.BatchTokens = c.models, c.batchTokens
+	cfg.Models, cfg.BatchTokens, cfg.BuildIdle, cfg.SetupIdle = c.models, c.batchTokens, c.buildIdle, c.setupIdle
 	cfg.Budget = bench.Budget{Ops: c.ops}
 	if c.duration > 0 {
 		cfg.Budget = bench.Budget{Duration: c.duration}
@@ -195,8 +203,8 @@ func writeBenchText(w io.Writer, rep *bench.Report, cfg bench.Config) error {
 	if cfg.Budget.Duration > 0 {
 		budget = fmt.Sprintf("%v per row", cfg.Budget.Duration)
 	}
-	fmt.Fprintf(w, "device: %s (%s %d), GOMAXPROCS %d, %s, %s; build: %d cycles per row; build and carve managers' spin: %v\n",
-		rep.Device.Name, rep.Device.Backend, rep.Device.Ordinal, rep.GoMaxProcs, rep.Date.Format(time.DateOnly), budget, cfg.BuildOps, cfg.ManagerSpin)
+	fmt.Fprintf(w, "device: %s (%s %d), GOMAXPROCS %d, %s, %s; build: %d cycles per row, %v after the previous release and at least %v after setup; build and carve managers' spin: %v\n",
+		rep.Device.Name, rep.Device.Backend, rep.Device.Ordinal, rep.GoMaxProcs, rep.Date.Format(time.DateOnly), budget, cfg.BuildOps, cfg.BuildIdle, cfg.SetupIdle, cfg.ManagerSpin)
 	for _, s := range bench.Suites {
 		var rows []bench.Row
 		for _, r := range rep.Rows {

@@ -66,6 +66,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--manager-spin", "-1us"},
 		{"bench", "--backend", "tpu"},
 		{"bench", "--batch-tokens", "0"},
+		{"bench", "--build-idle", "-1ms"},
+		{"bench", "--setup-idle", "-1ms"},
 		{"bench", "--models", ""},
 		{"bench", "--suite", "build", "--models", "no-such-model"},
 		{"bench", "--suite", "dispatch", "--trace", "/no/such/dir/trace.out"},

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/messages"
 )
 
@@ -31,8 +32,21 @@ type ledgerEntry struct {
 	seq uint64
 }
 
+// ledgerRoom is how many allocations and views a new ledger has room for
+// before its map and sorted slices grow: a discrete arena (one allocation per
+// present buffer, at most arena.NumBuffers) and its slabs, or a pooled
+// arena's views. Growing them in the middle of a build rehashes and copies
+// on the GPU thread, on cold caches (a discrete build is 40 allocations).
+const ledgerRoom = 2 * arena.NumBuffers
+
 func newLedger() *ledger {
-	return &ledger{entries: make(map[messages.DevicePtr]*ledgerEntry), owners: make(map[string]messages.OwnerUsage), retired: make(map[string]struct{})}
+	return &ledger{
+		entries: make(map[messages.DevicePtr]*ledgerEntry, ledgerRoom),
+		starts:  make([]messages.DevicePtr, 0, ledgerRoom),
+		views:   make([]*ledgerEntry, 0, ledgerRoom),
+		owners:  make(map[string]messages.OwnerUsage),
+		retired: make(map[string]struct{}),
+	}
 }
 
 // add records a successful allocation.

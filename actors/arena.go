@@ -32,9 +32,7 @@ type arenaSupervisor struct {
 }
 
 // Receive handles Started, BuildArena, RunForward and Release (its part:
-// retire the arena, then hand the release to the slab supervisor). A built
-// arena is registered the same way: handed to the slab supervisor, which
-// hands it on to the release supervisor.
+// retire the arena, then hand the release to the slab supervisor).
 func (s *arenaSupervisor) Receive(c actor.Context) {
 	defer answerPanic("arena", s.cfg.logger, c.Message())
 	s.cfg.received("arena", c.Message())
@@ -78,16 +76,22 @@ func (s *arenaSupervisor) rebuild(c actor.Context) {
 			s.cfg.logger.Error("arena supervisor: free a failed build's allocation", "label", e.Label, "owner", e.Owner, "bytes", e.Bytes, "err", err)
 		}
 	}
-	if s.arena != nil {
+	// A retired arena is not registered again: its release is under way or
+	// done, and a registration arriving behind it would have the release
+	// supervisor free it twice.
+	if s.arena != nil && !s.retired {
 		s.register(c, s.arena)
 	}
 }
 
-// register hands a built arena to the slab supervisor, which adopts its
-// slabs and hands it on to the release supervisor (messages.RegisterArena):
-// one message on the build's path, like a release.
+// register hands a built arena to the slab supervisor (its slabs) and to the
+// release supervisor (the arena and its slabs): one message to each, so that
+// a failure of one supervisor loses nothing the other must know; the one
+// that restarts reads it back from the ledger.
 func (s *arenaSupervisor) register(c actor.Context, a *messages.Arena) {
-	c.Send(s.slab, &messages.RegisterArena{Arena: a})
+	reg := &messages.RegisterArena{Arena: a}
+	c.Send(s.slab, reg)
+	c.Send(s.release, reg)
 }
 
 func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messages.Arena, error) {

@@ -35,9 +35,9 @@ type slabState struct {
 	used int64
 }
 
-// Receive handles Started, RegisterArena (adopt its slabs, then hand it on
-// to the release supervisor), CarveSlab and Release (its part: retire the
-// slabs, then hand the release to the release supervisor).
+// Receive handles Started, RegisterArena (adopt its slabs), CarveSlab and
+// Release (its part: retire the slabs, then hand the release to the release
+// supervisor).
 func (s *slabSupervisor) Receive(c actor.Context) {
 	defer answerPanic("slab", s.cfg.logger, c.Message())
 	s.cfg.received("slab", c.Message())
@@ -49,7 +49,6 @@ func (s *slabSupervisor) Receive(c actor.Context) {
 		for _, sl := range m.Arena.Slabs {
 			s.adopt(sl, 0)
 		}
-		c.Send(s.release, m)
 	case *messages.CarveSlab:
 		m.Reply <- s.carve(m)
 	case *messages.Release:

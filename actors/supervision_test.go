@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gpuarena/gpuarena/actors"
@@ -150,6 +151,71 @@ func TestArenaSupervisorRestartAfterTheBuildRegistersIt(t *testing.T) {
 		t.Fatalf("release: %+v, %v; want the pool and the slab, 10 MiB", rep, err)
 	}
 	r.agrees(t, 0)
+}
+
+// A slab supervisor that fails on a built arena's registration loses
+// nothing: it reads its slabs back from the ledger, and the release
+// supervisor, registered by a message of its own, still frees everything.
+func TestSlabSupervisorFailingOnTheRegistrationLosesNothing(t *testing.T) {
+	r, p := newPanicRig(t)
+	ctx := context.Background()
+	p.arm("slab", actors.PointReceive) // its next message is the registration
+	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 4096, 0); err != nil || c.Offset != 0 {
+		t.Fatalf("carve after the restart: %+v, %v; want offset 0", c, err)
+	}
+	rep, err := r.s.Release(ctx)
+	if err != nil || rep.Freed != 2 || rep.Bytes != 10*mib {
+		t.Fatalf("release: %+v, %v; want the pool and the slab, 10 MiB", rep, err)
+	}
+	r.agrees(t, 0)
+}
+
+// An arena supervisor restarted while a release is under way does not
+// register the retired arena again: a registration behind the release would
+// have the release supervisor free it a second time at the next Release.
+func TestArenaSupervisorRestartDuringAReleaseRegistersNothing(t *testing.T) {
+	p := newPanics()
+	var gate atomic.Bool
+	entered, open := make(chan struct{}), make(chan struct{})
+	hook := func(supervisor string, point actors.Point) {
+		if supervisor == "release" && point == actors.PointReceive && gate.CompareAndSwap(true, false) {
+			close(entered)
+			<-open // hold the release in the release supervisor
+		}
+		p.hook(supervisor, point)
+	}
+	r := newRig(t, gpuworker.HostSimConfig{}, nil, actors.WithHook(hook), actors.WithLogger(quiet))
+	ctx := context.Background()
+	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+		t.Fatal(err)
+	}
+	gate.Store(true)
+	released := make(chan error, 1)
+	go func() {
+		_, err := r.s.Release(ctx)
+		released <- err
+	}()
+	<-entered // the arena is retired; the release waits at the release supervisor
+	p.arm("arena", actors.PointReceive)
+	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrSupervisorPanic) {
+		t.Fatalf("forward: %v, want ErrSupervisorPanic", err)
+	}
+	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrReleased) {
+		t.Fatalf("forward after the restart: %v, want ErrReleased", err)
+	}
+	close(open)
+	if err := <-released; err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if rep, err := r.s.Release(ctx); err != nil || rep.Freed != 0 {
+		t.Fatalf("second release: %+v, %v; want a no-op", rep, err)
+	}
+	if l := r.agrees(t, 0); l.Counters.Frees != 2 {
+		t.Fatalf("%d frees, want 2 (the pool and the slab): nothing freed twice", l.Counters.Frees)
+	}
 }
 
 // Every carve is in the ledger before it is handed out: a slab supervisor

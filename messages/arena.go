@@ -108,11 +108,13 @@ type CarveSlabReply struct {
 	Err    error
 }
 
-// RegisterArena hands a built arena on from the arena supervisor to the slab
-// supervisor, which carves its slabs from then on, and from it to the
-// release supervisor, which registers the arena and its slabs in that order
-// (so the slabs are freed first). It travels the path of Release, so it
-// reaches each supervisor before any release of the arena does.
+// RegisterArena hands a built arena from the arena supervisor to the slab
+// supervisor, which carves its slabs from then on, and to the release
+// supervisor, which registers the arena and its slabs in that order (so the
+// slabs are freed first). The arena supervisor sends it before it answers
+// the build, so it is in both mailboxes before any later carve or release
+// of the arena; a restarted arena supervisor sends it again unless the arena
+// is retired, and a supervisor ignores what it has already.
 type RegisterArena struct {
 	Arena *Arena
 }

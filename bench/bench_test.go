@@ -3,6 +3,9 @@ package bench_test
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +28,9 @@ func TestSummarize(t *testing.T) {
 	want := bench.Summary{Ops: 100, P50: 50, P99: 99, Mean: 50, Max: 100, Elapsed: time.Second, OpsPerSec: 100}
 	if s != want {
 		t.Errorf("Summarize = %+v, want %+v", s, want)
+	}
+	if d[0] != 100 || d[99] != 1 {
+		t.Errorf("Summarize reordered its input: d[0] = %v, d[99] = %v, want 100 and 1", d[0], d[99])
 	}
 	if s := bench.Summarize(nil, 0); s.Ops != 0 || s.OpsPerSec != 0 {
 		t.Errorf("Summarize(nil) = %+v, want zeros", s)
@@ -110,7 +116,9 @@ func TestSubjects(t *testing.T) {
 // TestRun runs every suite with tiny counts and checks the rows it reports.
 func TestRun(t *testing.T) {
 	cfg := bench.DefaultConfig()
-	cfg.Budget, cfg.BuildOps = bench.Budget{Ops: 10}, 2
+	// Enough build cycles for a ratio's interval, spaced by nothing: the
+	// simulated device has no idle state.
+	cfg.Budget, cfg.BuildOps, cfg.BuildIdle, cfg.SetupIdle = bench.Budget{Ops: 10}, bench.MinRatioCycles, 0, 0
 	cfg.Clients, cfg.Spins = []int{1, 3}, []time.Duration{0, 5 * time.Microsecond}
 	cfg.ConfigDir, cfg.Models, cfg.BatchTokens, cfg.CarveSizes = "../examples/configs", []string{"llama-3.1-8b"}, []int64{512}, []int64{4096}
 	var seen int
@@ -168,6 +176,22 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	}
 }
 
+// A misspelt model fails the run before anything is measured, and the error
+// lists the models there are.
+func TestRunRefusesAnUnknownModelFirst(t *testing.T) {
+	cfg := bench.DefaultConfig()
+	cfg.ConfigDir, cfg.Models = "../examples/configs", []string{"llama-3.1-8B"}
+	measured := 0
+	cfg.OnRow = func(bench.Row) { measured++ }
+	_, err := bench.Run(context.Background(), cfg, bench.SuiteDispatch, bench.SuiteBuild)
+	if err == nil || !strings.Contains(err.Error(), `model "llama-3.1-8B"`) || !strings.Contains(err.Error(), "llama-3.1-8b, ") {
+		t.Fatalf("error %v: want it to name the model and list the configs (llama-3.1-8b among them)", err)
+	}
+	if measured != 0 {
+		t.Fatalf("%d rows measured before the error, want none", measured)
+	}
+}
+
 // A run whose context is done stops at its next operation and returns the
 // context's error with the rows measured before: here the context is
 // cancelled when the first row is reported, so that row is all there is.
@@ -195,7 +219,7 @@ func TestRatioCI95(t *testing.T) {
 		}
 		return d
 	}
-	direct := us(500, 620, 480, 710, 530, 560, 650, 490)
+	direct := us(500, 620, 480, 710, 530, 560, 650, 490, 600, 520)
 	twice := make([]time.Duration, len(direct))
 	for i, d := range direct {
 		twice[i] = 2 * d
@@ -206,7 +230,7 @@ func TestRatioCI95(t *testing.T) {
 	// Each cycle's actor build takes 100 µs longer than its direct one, but
 	// for one slow cycle: the interval holds the ratio of the means and is
 	// not a point.
-	actor := us(600, 720, 580, 810, 630, 660, 1750, 590)
+	actor := us(600, 720, 580, 810, 630, 660, 1750, 590, 700, 620)
 	lo, hi := bench.RatioCI95(actor, direct)
 	mean := func(d []time.Duration) float64 {
 		var s time.Duration
@@ -221,9 +245,41 @@ func TestRatioCI95(t *testing.T) {
 	if lo2, hi2 := bench.RatioCI95(actor, direct); lo2 != lo || hi2 != hi {
 		t.Errorf("second call gave %v–%v, first %v–%v: want the same (a seeded bootstrap)", lo2, hi2, lo, hi)
 	}
-	for _, c := range []struct{ a, b []time.Duration }{{us(1), us(1)}, {us(1, 2), us(1)}, {us(1, 2), us(0, 0)}} {
+	ten := us(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+	for _, c := range []struct{ a, b []time.Duration }{
+		{ten[:bench.MinRatioCycles-1], ten[:bench.MinRatioCycles-1]}, // too few cycles
+		{ten, ten[:9]},                   // unpaired
+		{ten, make([]time.Duration, 10)}, // b sums to zero
+	} {
 		if lo, hi := bench.RatioCI95(c.a, c.b); lo != 0 || hi != 0 {
 			t.Errorf("RatioCI95(%v, %v) = %v–%v, want 0–0", c.a, c.b, lo, hi)
+		}
+	}
+}
+
+// TestRatioCI95Coverage draws build times with a known ratio of means (1.1)
+// many times over and checks how often the interval holds it: a percentile
+// bootstrap falls short of 95% on small samples, but at the default 20
+// cycles it must not fall far.
+func TestRatioCI95Coverage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const trials, ratio = 200, 1.1
+	for _, n := range []int{20} {
+		held := 0
+		for range trials {
+			a, b := make([]time.Duration, n), make([]time.Duration, n)
+			for i := range n {
+				direct := 500 * math.Exp(0.3*rng.NormFloat64()-0.045) // mean 500 µs
+				b[i] = time.Duration(direct * 1e3)
+				a[i] = time.Duration((ratio*direct + 40*rng.NormFloat64()) * 1e3)
+			}
+			if lo, hi := bench.RatioCI95(a, b); lo <= ratio && ratio <= hi {
+				held++
+			}
+		}
+		t.Logf("%d cycles: the interval held the ratio in %d of %d trials", n, held, trials)
+		if held < trials*85/100 {
+			t.Errorf("%d cycles: the interval held the ratio in %d of %d trials, want at least 85%%", n, held, trials)
 		}
 	}
 }

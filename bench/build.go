@@ -35,14 +35,19 @@ const DefaultBuildIdle = 40 * time.Millisecond
 const DefaultSetupIdle = 10 * time.Millisecond
 
 // CycleClock spaces build-and-release cycles, so that each timed build
-// starts BuildIdle after the previous cycle's release and SetupIdle after its
-// own setup; one clock is shared by both subjects of a build row, whose
-// cycles alternate. Its first cycle waits for SetupIdle only. Every cycle
+// starts at least BuildIdle after the previous cycle's release and at least
+// SetupIdle after its own setup, whichever is later; one clock is shared by
+// both subjects of a build row, whose cycles alternate. Both subjects' builds
+// start the same time after the previous release only while BuildIdle
+// exceeds each subject's setup plus SetupIdle (the defaults do: a Manager's
+// setup takes a few milliseconds); shorter, and the subject with the longer
+// setup starts later. Its first cycle waits for SetupIdle only. Every cycle
 // builds on a new Manager (one can build once), so however short the idles
 // the actor's build runs on threads that have just parked; shorter idles
 // make the driver's allocations faster and more variable (docs/performance.md).
+// The zero value waits for nothing.
 type CycleClock struct {
-	BuildIdle, SetupIdle time.Duration // ≥ 0; 0: no wait
+	BuildIdle, SetupIdle time.Duration // ≥ 0
 	released             time.Time     // when the previous cycle's release ended (zero: none yet)
 }
 

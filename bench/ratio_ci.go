@@ -10,6 +10,11 @@ import (
 // confidence interval.
 const RatioResamples = 4000
 
+// MinRatioCycles is the fewest cycles RatioCI95 gives an interval for: with
+// fewer, a percentile bootstrap's interval holds the true ratio far less
+// often than 95% of the time (about half the time at 2 cycles).
+const MinRatioCycles = 10
+
 // ratioSeed seeds the bootstrap, so that the same durations always give the
 // same interval.
 const ratioSeed = 0x6770756172656e61
@@ -19,11 +24,15 @@ const ratioSeed = 0x6770756172656e61
 // direct builds, interleaved): a paired percentile bootstrap (Efron &
 // Tibshirani, An Introduction to the Bootstrap, 1993, ch. 13) that draws
 // whole cycles with replacement, so that drift shared by a cycle's two
-// measurements stays paired. It returns 0, 0 when the slices differ in
-// length, hold fewer than 2 cycles, or b sums to zero.
+// measurements stays paired. Percentile intervals are too narrow for small
+// samples: on simulated build times with a known ratio (lognormal direct
+// times, 2,000 trials each) this one held it 89–90% of the time at 10
+// cycles, 93–94% at 20 and 50 (TestRatioCI95Coverage checks a floor). It returns 0, 0 when the slices
+// differ in length, hold fewer than MinRatioCycles cycles, or b sums to
+// zero.
 func RatioCI95(a, b []time.Duration) (lo, hi float64) {
 	n := len(a)
-	if n < 2 || len(b) != n {
+	if n < MinRatioCycles || len(b) != n {
 		return 0, 0
 	}
 	rng := rand.New(rand.NewPCG(ratioSeed, uint64(n)))
@@ -42,6 +51,6 @@ func RatioCI95(a, b []time.Duration) (lo, hi float64) {
 		return 0, 0
 	}
 	slices.Sort(ratios)
-	at := func(q float64) float64 { return ratios[min(int(q*float64(len(ratios))), len(ratios)-1)] }
-	return at(0.025), at(0.975)
+	k := len(ratios) / 40 // 2.5% of the resamples below lo, as many above hi
+	return ratios[k], ratios[len(ratios)-1-k]
 }

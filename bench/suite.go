@@ -64,8 +64,9 @@ type Config struct {
 	Budget Budget
 	// BuildOps is the number of build-and-release cycles of each build row.
 	BuildOps int
-	// BuildIdle and SetupIdle space the build suite's cycles (CycleClock;
-	// defaults DefaultBuildIdle and DefaultSetupIdle). Both ≥ 0.
+	// BuildIdle and SetupIdle are the least times from the previous cycle's
+	// release and from a cycle's setup to its build (CycleClock; defaults
+	// DefaultBuildIdle and DefaultSetupIdle). Both ≥ 0.
 	BuildIdle, SetupIdle time.Duration
 	// Clients are the contention suite's client counts (and the carve
 	// suite's, up to 16).
@@ -139,12 +140,16 @@ func Run(ctx context.Context, cfg Config, suites ...Suite) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	plans, err := cfg.loadPlans(suites)
+	if err != nil {
+		return nil, err
+	}
 	keeper, err := newDirect(cfg.Backend.Factory())
 	if err != nil {
 		return nil, err
 	}
 	rep := &Report{Device: keeper.backend.Info(), GoMaxProcs: runtime.GOMAXPROCS(0), Date: time.Now()}
-	r := &runner{ctx: ctx, cfg: cfg, rep: rep, keeper: keeper}
+	r := &runner{ctx: ctx, cfg: cfg, rep: rep, keeper: keeper, plans: plans}
 	defer context.AfterFunc(ctx, func() { r.done.Store(true) })()
 	for _, s := range Suites {
 		if !slices.Contains(suites, s) {
@@ -183,6 +188,7 @@ type runner struct {
 	cfg    Config
 	rep    *Report
 	keeper *direct
+	plans  map[planKey]*arena.Plan // every plan the suites measure (Config.loadPlans)
 }
 
 // drive is Drive with op failing with the run's context error once the
@@ -218,15 +224,6 @@ func (r *runner) add(row Row) {
 	if r.cfg.OnRow != nil {
 		r.cfg.OnRow(row)
 	}
-}
-
-// loadPlan plans model (ConfigDir/model.json) with opts.
-func (r *runner) loadPlan(model string, opts arena.Options) (*arena.Plan, error) {
-	cfg, err := arena.LoadConfig(r.cfg.ConfigDir + "/" + model + ".json")
-	if err != nil {
-		return nil, err
-	}
-	return arena.PlanFor(cfg, opts)
 }
 
 // WarmupOps is how many operations a measurement makes first, unrecorded:

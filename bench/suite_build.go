@@ -25,10 +25,7 @@ var Layouts = []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete}
 func (r *runner) build() error {
 	for _, model := range r.cfg.Models {
 		for _, m := range r.cfg.BatchTokens {
-			plan, err := r.loadPlan(model, arena.Options{MaxBatchTokens: m})
-			if err != nil {
-				return err
-			}
+			plan := r.plans[planKey{model, arena.Options{MaxBatchTokens: m}}]
 			for _, layout := range Layouts {
 				if err := r.buildOne(fmt.Sprintf("%s M=%d %s", model, m, layout), plan, layout); err != nil {
 					return fmt.Errorf("%s M=%d %s: %w", model, m, layout, err)
@@ -63,8 +60,6 @@ func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout)
 			as, ds = newBuildSample(n), newBuildSample(n)
 		}
 	}
-	// The intervals pair each cycle's two measurements: compute them before
-	// Summaries sorts the durations.
 	bLow, bHigh := RatioCI95(as.Build, ds.Build)
 	rLow, rHigh := RatioCI95(as.Release, ds.Release)
 	ab, ar := as.Summaries()

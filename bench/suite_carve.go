@@ -19,10 +19,7 @@ const maxCarveClients = 16
 // (arena.CarveSlab) as the direct floor. The operations are capped at what
 // the slab holds.
 func (r *runner) carve() error {
-	plan, err := r.loadPlan(r.cfg.CarveModel, arena.Options{MaxBatchTokens: 512, FP8Rowwise: true})
-	if err != nil {
-		return err
-	}
+	plan := r.plans[planKey{r.cfg.CarveModel, carveOptions}]
 	var slab *arena.SlabSpec
 	for i := range plan.Slabs {
 		if plan.Slabs[i].Name == arena.SlabSSMRowwiseW {

@@ -31,12 +31,13 @@ Suites (--suite, comma-separated, or all):
               and 8192, pooled and discrete: through the actors
               (Manager.BuildArena + Release, a new Manager each cycle) vs the
               same driver calls made directly on a new locked thread; each
-              cycle's build starts --build-idle (40 ms) after the previous
-              release and at least --setup-idle (10 ms) after its setup, both
-              subjects alike (a driver allocation is slower the longer the
-              device was idle); "in driver" is the time inside the driver
-              calls; vs is actor mean over direct mean, with its 95%
-              confidence interval
+              cycle's build starts at least --build-idle (40 ms) after the
+              previous release and at least --setup-idle (10 ms) after its
+              setup, both subjects alike while --build-idle exceeds either
+              setup plus --setup-idle (a driver allocation is slower the
+              longer the device was idle); "in driver" is the time inside
+              the driver calls; vs is actor mean over direct mean, with its
+              95% confidence interval (from 10 cycles)
   carve       Manager.CarveSlab of small sizes from Qwen3-Next's
               ssm_rowwise_w_bf16 slab (fp8_rowwise), vs the carve arithmetic
 
@@ -88,7 +89,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	fs.IntVar(&c.ops, "ops", def.Budget.Ops, "operations per row (dispatch, contention, carve)")
 	fs.DurationVar(&c.duration, "duration", 0, "run each row for this long instead of --ops operations")
 	fs.IntVar(&c.buildOps, "build-ops", def.BuildOps, "build-and-release cycles per build row")
-	fs.DurationVar(&c.buildIdle, "build-idle", def.BuildIdle, "time from a build cycle's release to the next cycle's build (shorter: faster, more variable driver allocations)")
+	fs.DurationVar(&c.buildIdle, "build-idle", def.BuildIdle, "least time from a build cycle's release to the next cycle's build (shorter: faster, more variable driver allocations)")
 	fs.DurationVar(&c.setupIdle, "setup-idle", def.SetupIdle, "least time from a build cycle's setup to its build")
 	fs.IntSliceVar(&c.clients, "clients", def.Clients, "concurrent clients of the contention suite (and carve, up to 16)")
 	fs.DurationSliceVar(&c.spins, "spin", def.Spins, "dispatcher spins the gpuarena rows are measured at")
@@ -203,7 +204,7 @@ func writeBenchText(w io.Writer, rep *bench.Report, cfg bench.Config) error {
 	if cfg.Budget.Duration > 0 {
 		budget = fmt.Sprintf("%v per row", cfg.Budget.Duration)
 	}
-	fmt.Fprintf(w, "device: %s (%s %d), GOMAXPROCS %d, %s, %s; build: %d cycles per row, %v after the previous release and at least %v after setup; build and carve managers' spin: %v\n",
+	fmt.Fprintf(w, "device: %s (%s %d), GOMAXPROCS %d, %s, %s; build: %d cycles per row, at least %v after the previous release and %v after setup; build and carve managers' spin: %v\n",
 		rep.Device.Name, rep.Device.Backend, rep.Device.Ordinal, rep.GoMaxProcs, rep.Date.Format(time.DateOnly), budget, cfg.BuildOps, cfg.BuildIdle, cfg.SetupIdle, cfg.ManagerSpin)
 	for _, s := range bench.Suites {
 		var rows []bench.Row

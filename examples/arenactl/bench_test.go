@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/trace"
 	"strings"
 	"testing"
 
@@ -83,6 +84,9 @@ func TestBenchBadFlags(t *testing.T) {
 // max_batch_tokens, and checks that the trace it wrote holds a region for
 // each timed build and the driver calls inside them.
 func TestBenchBuildTrace(t *testing.T) {
+	if trace.IsEnabled() {
+		t.Skip("an execution trace is running (go test -trace): bench --trace cannot start another")
+	}
 	path := filepath.Join(t.TempDir(), "bench.trace")
 	r := cli(t, "bench", "--suite", "build", "--build-ops", "2", "--models", "llama-3.1-8b", "--batch-tokens", "512",
 		"--configs", "../configs", "--trace", path, "--json").mustSucceed(t)

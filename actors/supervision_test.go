@@ -178,21 +178,23 @@ func TestSlabSupervisorFailingOnTheRegistrationLosesNothing(t *testing.T) {
 // have the release supervisor free it a second time at the next Release.
 func TestArenaSupervisorRestartDuringAReleaseRegistersNothing(t *testing.T) {
 	p := newPanics()
-	var gate atomic.Bool
+	var received atomic.Int32 // messages the release supervisor got: the registration, then the release
 	entered, open := make(chan struct{}), make(chan struct{})
 	hook := func(supervisor string, point actors.Point) {
-		if supervisor == "release" && point == actors.PointReceive && gate.CompareAndSwap(true, false) {
+		if supervisor == "release" && point == actors.PointReceive && received.Add(1) == 2 {
 			close(entered)
 			<-open // hold the release in the release supervisor
 		}
 		p.hook(supervisor, point)
 	}
 	r := newRig(t, gpuworker.HostSimConfig{}, nil, actors.WithHook(hook), actors.WithLogger(quiet))
+	var opened sync.Once
+	unblock := func() { opened.Do(func() { close(open) }) }
+	t.Cleanup(unblock) // before the rig's cleanup stops the supervisors
 	ctx := context.Background()
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
-	gate.Store(true)
 	released := make(chan error, 1)
 	go func() {
 		_, err := r.s.Release(ctx)
@@ -206,7 +208,7 @@ func TestArenaSupervisorRestartDuringAReleaseRegistersNothing(t *testing.T) {
 	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrReleased) {
 		t.Fatalf("forward after the restart: %v, want ErrReleased", err)
 	}
-	close(open)
+	unblock()
 	if err := <-released; err != nil {
 		t.Fatalf("release: %v", err)
 	}

@@ -70,6 +70,22 @@ func (r *rig) agrees(t *testing.T, want int64) messages.Ledger {
 
 func noStep(*messages.Arena, messages.Device) error { return nil }
 
+// carvesAndReleasesAll checks that the pooled arena of testPlan built on r
+// is served whole after a restart: its slab carves from offset 0, and
+// Release frees the pool and the slab, 10 MiB, leaving nothing.
+func (r *rig) carvesAndReleasesAll(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if c, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 4096, 0); err != nil || c.Offset != 0 {
+		t.Fatalf("carve from the built arena's slab: %+v, %v; want offset 0", c, err)
+	}
+	rep, err := r.s.Release(ctx)
+	if err != nil || rep.Freed != 2 || rep.Bytes != 10*mib {
+		t.Fatalf("release: %+v, %v; want the pool and the slab, 10 MiB", rep, err)
+	}
+	r.agrees(t, 0)
+}
+
 // A panic in the arena supervisor is answered, the supervisor restarted, and
 // the restarted one serves the same arena, read back from the ledger.
 func TestArenaSupervisorRestartKeepsTheArena(t *testing.T) {
@@ -143,14 +159,7 @@ func TestArenaSupervisorRestartAfterTheBuildRegistersIt(t *testing.T) {
 	if _, err := r.s.Forward(ctx, func(a *messages.Arena, _ messages.Device) error { pool = a.Pool; return nil }); err != nil || pool == 0 {
 		t.Fatalf("forward on the recorded arena: pool %#x, %v", uint64(pool), err)
 	}
-	if c, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 4096, 0); err != nil || c.Offset != 0 {
-		t.Fatalf("carve from the recorded arena's slab: %+v, %v", c, err)
-	}
-	rep, err := r.s.Release(ctx)
-	if err != nil || rep.Freed != 2 || rep.Bytes != 10*mib {
-		t.Fatalf("release: %+v, %v; want the pool and the slab, 10 MiB", rep, err)
-	}
-	r.agrees(t, 0)
+	r.carvesAndReleasesAll(t)
 }
 
 // A slab supervisor that fails on a built arena's registration loses
@@ -163,14 +172,7 @@ func TestSlabSupervisorFailingOnTheRegistrationLosesNothing(t *testing.T) {
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 4096, 0); err != nil || c.Offset != 0 {
-		t.Fatalf("carve after the restart: %+v, %v; want offset 0", c, err)
-	}
-	rep, err := r.s.Release(ctx)
-	if err != nil || rep.Freed != 2 || rep.Bytes != 10*mib {
-		t.Fatalf("release: %+v, %v; want the pool and the slab, 10 MiB", rep, err)
-	}
-	r.agrees(t, 0)
+	r.carvesAndReleasesAll(t)
 }
 
 // An arena supervisor restarted while a release is under way does not

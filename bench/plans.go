@@ -57,7 +57,7 @@ func (c Config) loadPlan(model string, opts arena.Options) (*arena.Plan, error) 
 	path := filepath.Join(c.ConfigDir, model+".json")
 	cfg, err := arena.LoadConfig(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("bench: model %q: no %s (the models in %s: %s)", model, path, c.ConfigDir, c.models())
+		return nil, fmt.Errorf("bench: model %q: no %s (the models in %s: %s)", model, path, c.ConfigDir, c.configNames())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: model %q: %w", model, err)
@@ -69,8 +69,8 @@ func (c Config) loadPlan(model string, opts arena.Options) (*arena.Plan, error) 
 	return p, nil
 }
 
-// models names the config files in ConfigDir, without .json.
-func (c Config) models() string {
+// configNames names the config files in ConfigDir, without .json.
+func (c Config) configNames() string {
 	entries, err := os.ReadDir(c.ConfigDir)
 	if err != nil {
 		return "none readable: " + err.Error()

@@ -9,8 +9,8 @@ import (
 
 // quiet discards the logs of the actor systems, workers and managers the
 // targets start, at every level, before a record is formatted: a Manager
-// logs each build at Info, and formatting that line cold took about 30 µs of
-// a build on the H200 host, which the direct driver calls do not make.
+// logs each build at Info, and formatting that line is work the direct
+// driver calls do not do.
 var quiet = slog.New(slog.DiscardHandler)
 
 // newSystem returns an actor system that logs nothing; its dead-letter

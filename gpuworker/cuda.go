@@ -286,8 +286,9 @@ func (b *cudaBackend) Close() error {
 
 // checkSpan refuses a negative size, and a NULL pointer with a positive one,
 // before the driver sees them. op names the call for the error; it is
-// formatted only on an error, since a cold fmt.Sprintf on the GPU thread took
-// 10–20 µs of a build on the H200 host.
+// formatted only on an error: in an execution trace on the H200 host, the
+// memset of a build spent a median 18.5 µs (11–27) from its start to the
+// driver call, most of it in a cold fmt.Sprintf.
 func checkSpan(op func() string, ptr messages.DevicePtr, bytes int64) error {
 	switch {
 	case bytes < 0:

@@ -38,6 +38,12 @@ var (
 	ErrNotAllocated = gpuworker.ErrNotAllocated
 	// ErrStepOver: a Device used after its forward step returned.
 	ErrStepOver = gpuworker.ErrStepOver
+	// ErrNotGPUThread: a Device used from a goroutine other than its forward
+	// step's.
+	ErrNotGPUThread = gpuworker.ErrNotGPUThread
+	// ErrStepExited: a forward step called runtime.Goexit (t.FailNow,
+	// require.* inside a step); the manager keeps serving.
+	ErrStepExited = gpuworker.ErrStepExited
 	// ErrReentrant: a Manager call from inside a forward step (on the GPU
 	// thread), which would wait for itself.
 	ErrReentrant = gpuworker.ErrReentrant

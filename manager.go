@@ -54,7 +54,8 @@ type Manager struct {
 	forwardHist prometheus.Histogram
 
 	closeOnce sync.Once
-	closeErr  error
+	closeDone chan struct{} // closed when close has run
+	closeErr  error         // close's result, set before closeDone is closed
 }
 
 // New starts the GPU actor on its own locked OS thread, opens the backend
@@ -89,7 +90,8 @@ func New(opts ...Option) (*Manager, error) {
 		return nil, err
 	}
 	sup := actors.Spawn(system, worker, actors.WithLogger(cfg.logger))
-	m := &Manager{system: system, worker: worker, sup: sup, logger: cfg.logger, layout: cfg.layout, forwardHist: newForwardHistogram()}
+	m := &Manager{system: system, worker: worker, sup: sup, logger: cfg.logger, layout: cfg.layout, forwardHist: newForwardHistogram(),
+		closeDone: make(chan struct{})}
 	info := worker.Info()
 	cfg.logger.Info("gpuarena: device opened", "backend", info.Backend, "device", info.Name,
 		"total_bytes", info.TotalBytes, "budget_bytes", worker.Budget())
@@ -191,36 +193,77 @@ func (m *Manager) Release(ctx context.Context) (ReleaseReport, error) {
 // everything the ledger holds.
 func (m *Manager) Err() error { return m.worker.Err() }
 
-// Close releases everything, stops the supervisors, the GPU actor (which
-// frees whatever its ledger still holds, on its own thread) and its thread,
-// and shuts the actor system down. It is idempotent (a second call returns
-// the first call's result), safe to call concurrently, returns when every
-// goroutine it started has exited, and returns the first error. It logs how
-// long it took at info level.
+// Close is CloseContext with no deadline: it returns when everything is
+// freed and every goroutine the manager started has exited.
+func (m *Manager) Close() error { return m.CloseContext(context.Background()) }
+
+// CloseContext releases everything, stops the supervisors, the GPU actor
+// (which frees whatever its ledger still holds, on its own thread) and its
+// thread, and shuts the actor system down. It is idempotent (later calls
+// return the first result once it is known), safe to call concurrently, and
+// logs how long it took at info level.
 //
-// Requests in flight when Close is called each complete, or fail with:
-// ErrReleased (a forward step, carve or build that reaches the arena
-// supervisor after the release Close does first), or ErrClosed (any request
-// that reaches a supervisor or the GPU actor after it stopped). Nothing they
-// allocated outlives Close.
+// Forward steps, builds and carves that have not started when it begins —
+// queued behind a running step, or arriving later — are not started: they
+// get ErrClosed. Other requests in flight each complete or fail with
+// ErrClosed; nothing they allocated outlives the close.
 //
-// Close waits for a forward step that is running to return. Called from
-// inside a step, it returns ErrReentrant and closes nothing.
-func (m *Manager) Close() error {
+// It waits for a forward step that is running to return, for as long as ctx
+// allows. When ctx is done first, it stops waiting: every caller still
+// waiting on the manager gets ErrClosed, the supervisors and the actor
+// system stop, and it returns a *gpuworker.StopError (errors.Is ErrClosed
+// and ctx's error) that says how many bytes the ledger still holds. Those are
+// freed by the GPU thread, which then exits, when the step returns; Done is
+// closed then, and a later Close or CloseContext waits for it and returns
+// nil. Called from inside a step, it returns ErrReentrant and closes nothing.
+func (m *Manager) CloseContext(ctx context.Context) error {
 	if err := m.worker.CheckCaller(); err != nil {
 		return err
 	}
 	m.closeOnce.Do(func() {
-		start := time.Now()
-		_, err := m.sup.Release(context.Background())
-		m.sup.Stop()
-		m.worker.Stop()
-		m.system.Shutdown()
-		if (errors.Is(err, ErrClosed) && m.worker.Err() == nil) || errors.Is(err, ErrNoArena) {
-			err = nil
-		}
-		m.closeErr = err
-		m.logger.Info("gpuarena: closed", "duration", time.Since(start), "err", err)
+		m.sup.Drain()
+		m.logger.Info("gpuarena: closing; forward steps, builds and carves not yet started will not start")
+		go m.close()
 	})
+	select {
+	case <-m.closeDone:
+	case <-ctxDone(ctx):
+		// Every wait on the GPU thread ends now, so close finishes without it.
+		m.worker.Abandon()
+		<-m.closeDone
+	}
+	if err := m.worker.StopResult(ctx); err != nil {
+		return err
+	}
 	return m.closeErr
+}
+
+// Done is closed when the manager has closed and its GPU thread has freed
+// everything and exited: after Close returns nil, or later, when a
+// CloseContext gave up waiting for a forward step that then returned.
+func (m *Manager) Done() <-chan struct{} { return m.worker.Done() }
+
+// close releases, then stops the supervisors, the worker and the actor
+// system; after Worker.Abandon each of these returns without waiting for the
+// GPU thread.
+func (m *Manager) close() {
+	defer close(m.closeDone)
+	start := time.Now()
+	_, err := m.sup.Release(context.Background())
+	m.sup.Stop()
+	werr := m.worker.StopContext(context.Background())
+	m.system.Shutdown()
+	if (errors.Is(err, ErrClosed) && m.worker.Err() == nil) || errors.Is(err, ErrNoArena) {
+		err = nil
+	}
+	m.closeErr = err
+	m.logger.Info("gpuarena: closed", "duration", time.Since(start), "err", err, "gpu_thread", werr)
+}
+
+// ctxDone is ctx.Done(), nil (never closed) for a nil ctx.
+func ctxDone(ctx context.Context) <-chan struct{} {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Done()
 }

@@ -2,6 +2,7 @@ package gpuarena
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,17 @@ const (
 	MetricAllocationFailures = "gpuarena_allocation_failures_total"
 	MetricForwardStep        = "gpuarena_forward_step_seconds"
 	MetricMailboxDepth       = "gpuarena_gpu_mailbox_depth"
+)
+
+// Constant labels the Collector puts on every metric it exports, the forward
+// histogram included: which device the manager's numbers are of.
+const (
+	// LabelDevice is the device's ordinal as a decimal string ("0"):
+	// DeviceInfo.Ordinal (the CUDA device ordinal; "0" for hostsim).
+	LabelDevice = "device"
+	// LabelDeviceName is the device's name: DeviceInfo.Name ("NVIDIA H200";
+	// hostsim's HostSimConfig.Name, "hostsim" by default).
+	LabelDeviceName = "device_name"
 )
 
 // collectTimeout bounds how long a scrape waits for the ledger snapshot.
@@ -41,15 +53,36 @@ func newForwardHistogram() prometheus.Histogram {
 
 // Collector returns a prometheus.Collector of the manager's metrics: bytes in
 // use and peak by owner, allocation, free and failure counts, the
-// forward-step duration histogram and the GPU actor's mailbox depth. Register
-// it on the embedder's own registry (never the global one by default):
+// forward-step duration histogram and the GPU actor's mailbox depth. Every
+// metric carries two constant labels, LabelDevice ("device": the device
+// ordinal, "0") and LabelDeviceName ("device_name": "NVIDIA H200"), from
+// Device(), so managers of different devices register on one registry side
+// by side. Register it on the embedder's own registry (never the global one
+// by default):
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(m.Collector())
 //
+// Two managers of the same device ordinal and name in one process (two
+// hostsim managers, or two managers sharing a GPU) export the same series, so
+// the second Register on one registry fails with a
+// prometheus.AlreadyRegisteredError. Give each its own registry, or tell them
+// apart with a label of the embedder's choosing:
+//
+//	prometheus.WrapRegistererWith(prometheus.Labels{"instance": "a"}, reg).MustRegister(a.Collector())
+//	prometheus.WrapRegistererWith(prometheus.Labels{"instance": "b"}, reg).MustRegister(b.Collector())
+//
 // A scrape asks the GPU actor for a ledger snapshot, waiting at most a second;
 // when it cannot (the manager is closed), the ledger metrics are left out.
-func (m *Manager) Collector() prometheus.Collector { return collector{m} }
+// Collector returns no error; the collector it returns can be registered on
+// any number of registries.
+func (m *Manager) Collector() prometheus.Collector {
+	info := m.worker.Info()
+	return prometheus.WrapCollectorWith(prometheus.Labels{
+		LabelDevice:     strconv.Itoa(info.Ordinal),
+		LabelDeviceName: info.Name,
+	}, collector{m})
+}
 
 type collector struct{ m *Manager }
 

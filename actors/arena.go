@@ -41,9 +41,17 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 		s.rebuild(c)
 		s.cfg.hook("arena", PointStarted)
 	case *messages.BuildArena:
+		if err := s.cfg.refusing("build arena"); err != nil {
+			m.Reply <- messages.BuildArenaReply{Err: err}
+			return
+		}
 		a, err := s.build(c, m)
 		m.Reply <- messages.BuildArenaReply{Arena: a, Err: err}
 	case *messages.RunForward:
+		if err := s.cfg.refusing("forward"); err != nil {
+			m.Reply <- messages.ForwardReply{Err: err}
+			return
+		}
 		m.Reply <- s.forward(m)
 	case *messages.Release:
 		if s.arena == nil && !s.retired {
@@ -100,17 +108,19 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 		return nil, fmt.Errorf("build arena: %w", ErrReleased)
 	case s.arena != nil:
 		return nil, fmt.Errorf("build arena: %w (%s, %s)", ErrArenaBuilt, s.arena.Plan.ModelType, arena.HumanBytes(s.arena.Plan.BufferBytes))
-	case m.Plan == nil:
-		return nil, fmt.Errorf("build arena: %w: nil plan", gpuworker.ErrInvalidValue)
-	case m.Plan.TotalBytes <= 0:
-		return nil, fmt.Errorf("build arena: %w: the plan has no buffers (total_bytes %d); make it with arena.PlanFor", gpuworker.ErrInvalidValue, m.Plan.TotalBytes)
+	}
+	// The one check of the plan's contents, the same for both layouts and
+	// before anything reaches the GPU actor: a plan it refuses allocates
+	// nothing. The error is an *arena.PlanError (arena.ErrInvalidPlan) and
+	// also matches gpuworker.ErrInvalidValue, as every bad argument does.
+	if err := m.Plan.Validate(); err != nil {
+		return nil, fmt.Errorf("build arena: %w: %w", gpuworker.ErrInvalidValue, err)
+	}
+	switch {
 	case m.Layout != "" && m.Layout != messages.LayoutPooled && m.Layout != messages.LayoutDiscrete:
 		return nil, fmt.Errorf("build arena: layout %q: %w: want %q or %q", m.Layout, gpuworker.ErrInvalidValue, messages.LayoutPooled, messages.LayoutDiscrete)
 	case m.Ctx != nil && m.Ctx.Err() != nil:
 		return nil, fmt.Errorf("build arena: %w", m.Ctx.Err())
-	}
-	if err := checkSlabs(m.Plan); err != nil {
-		return nil, fmt.Errorf("build arena: %w", err)
 	}
 	// From here on the build runs to its end whatever the caller's context
 	// says: a half-built arena the caller gave up on would leak. A built arena
@@ -133,24 +143,6 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 	s.arena = a
 	s.register(c, a)
 	return a, nil
-}
-
-// checkSlabs refuses a plan whose slabs the slab supervisor could not tell
-// apart or allocate: an empty or repeated name, a size ≤ 0.
-func checkSlabs(plan *arena.Plan) error {
-	seen := make(map[string]bool, len(plan.Slabs))
-	for i, sl := range plan.Slabs {
-		switch {
-		case sl.Name == "":
-			return fmt.Errorf("slab %d of %d: %w: empty name", i+1, len(plan.Slabs), gpuworker.ErrInvalidValue)
-		case seen[sl.Name]:
-			return fmt.Errorf("slab %q: %w: the plan names it twice", sl.Name, gpuworker.ErrInvalidValue)
-		case sl.Bytes <= 0:
-			return fmt.Errorf("slab %q (%d B): %w: size must be > 0", sl.Name, sl.Bytes, gpuworker.ErrInvalidValue)
-		}
-		seen[sl.Name] = true
-	}
-	return nil
 }
 
 // freeUnfinished frees whatever a failed build left: everything the arena's

@@ -17,7 +17,9 @@ type arenaBatch struct {
 	offsets [arena.NumBuffers]int64
 }
 
-// newArenaBatch lays plan out with layout ("" is pooled).
+// newArenaBatch lays plan out with layout ("" is pooled). plan must have
+// passed arena.Plan.Validate (build checks it, once for both layouts): the
+// layouts trust its bytes — an absent buffer is one with 0 B — and its totals.
 func newArenaBatch(plan *arena.Plan, layout messages.Layout) (*arenaBatch, error) {
 	b := &arenaBatch{plan: plan, layout: layout}
 	if layout == messages.LayoutDiscrete {

@@ -68,3 +68,14 @@ func newRig(t *testing.T, cfg gpuworker.HostSimConfig, wrap func(*gpuworker.Host
 
 // testPlan is testkit.SmallPlan with the FP8 row-wise slab's name.
 func testPlan() *arena.Plan { return testkit.SmallPlan(arena.SlabSSMRowwiseW) }
+
+// withSlabs is plan with its slabs replaced by slabs and its totals made to
+// agree (arena.Plan.Validate checks them).
+func withSlabs(plan *arena.Plan, slabs ...arena.SlabSpec) *arena.Plan {
+	plan.Slabs, plan.SlabBytes = slabs, 0
+	for _, s := range slabs {
+		plan.SlabBytes += s.Bytes
+	}
+	plan.TotalBytes = plan.BufferBytes + plan.SlabBytes
+	return plan
+}

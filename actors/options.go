@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
 // Option configures Spawn.
@@ -12,6 +15,19 @@ type Option func(*config)
 type config struct {
 	hook   Hook
 	logger *slog.Logger
+	// draining is closed by Supervisors.Drain: forward steps, builds and
+	// carves that reach a supervisor from then on are refused, not started.
+	draining <-chan struct{}
+}
+
+// refusing returns ErrClosed, naming what is refused, once Drain was called.
+func (c config) refusing(what string) error {
+	select {
+	case <-c.draining:
+		return fmt.Errorf("%s: %w: the manager started to close before it started", what, gpuworker.ErrClosed)
+	default:
+		return nil
+	}
 }
 
 func defaultConfig() config {

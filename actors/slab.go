@@ -50,6 +50,10 @@ func (s *slabSupervisor) Receive(c actor.Context) {
 			s.adopt(sl, 0)
 		}
 	case *messages.CarveSlab:
+		if err := s.cfg.refusing("carve slab"); err != nil {
+			m.Reply <- messages.CarveSlabReply{Err: err}
+			return
+		}
 		m.Reply <- s.carve(m)
 	case *messages.Release:
 		s.retired = true

@@ -227,8 +227,7 @@ func TestArenaSupervisorRestartDuringAReleaseRegistersNothing(t *testing.T) {
 func TestSlabSupervisorRestartNeverHandsOutBytesTwice(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
-	plan := testPlan()
-	plan.Slabs = []arena.SlabSpec{{Name: "w", Bytes: 4096}}
+	plan := withSlabs(testPlan(), arena.SlabSpec{Name: "w", Bytes: 4096})
 	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)

@@ -29,9 +29,11 @@ type Supervisors struct {
 	release *child
 	chain   *child // stopped when any of the three is: a Release goes through all
 
-	closing  chan struct{} // closed when Stop starts
-	done     chan struct{} // closed when Stop has returned
-	stopOnce sync.Once
+	closing   chan struct{} // closed when Stop starts
+	done      chan struct{} // closed when Stop has returned
+	stopOnce  sync.Once
+	draining  chan struct{} // closed by Drain
+	drainOnce sync.Once
 }
 
 // Spawn starts the release, arena and slab supervisors for worker, under a
@@ -47,13 +49,21 @@ func Spawn(system *actor.ActorSystem, worker *gpuworker.Worker, opts ...Option) 
 	}
 	s := &Supervisors{system: system, worker: worker,
 		arena: newChild("arena"), slab: newChild("slab"), release: newChild("release"), chain: newChild("arena, slab or release"),
-		closing: make(chan struct{}), done: make(chan struct{})}
+		closing: make(chan struct{}), done: make(chan struct{}), draining: make(chan struct{})}
+	cfg.draining = s.draining
 	spawned := make(chan struct{})
 	p := &parent{worker: worker, cfg: cfg, release: s.release, slab: s.slab, arena: s.arena, chain: s.chain, spawned: spawned}
 	s.parent = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }, actor.WithSupervisor(RestartStrategy())))
 	<-spawned
 	return s
 }
+
+// Drain makes the supervisors refuse, with ErrClosed, every forward step,
+// build and carve that reaches them from now on, including those already
+// queued in their mailboxes behind a running one: a close then waits for the
+// step that runs, not for every step queued behind it. Release still works.
+// It is idempotent.
+func (s *Supervisors) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Stop stops the supervisors after the messages already in their mailboxes,
 // and waits for them. It does not release anything: call Release first.
@@ -112,8 +122,11 @@ func (s *Supervisors) stopped(wait *child) *child {
 // BuildArena builds the arena of plan with layout ("" is pooled); see
 // messages.BuildArena. Errors:
 // ErrArenaBuilt, ErrReleased, the context's error, gpuworker.ErrInvalidValue
-// for a bad plan or layout, ErrSupervisorPanic, ErrClosed, and the GPU
-// worker's (an *gpuworker.OutOfMemoryError when a buffer does not fit).
+// for a bad layout, a plan that arena.Plan.Validate refuses (an
+// *arena.PlanError: errors.Is arena.ErrInvalidPlan and
+// gpuworker.ErrInvalidValue; refused the same for both layouts, with nothing
+// allocated), ErrSupervisorPanic, ErrClosed, and the GPU worker's (an
+// *gpuworker.OutOfMemoryError when a buffer does not fit).
 func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
 	reply := make(chan messages.BuildArenaReply, 1)
 	r, err := ask(ctx, s, s.arena, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply)

@@ -107,8 +107,7 @@ func TestBuildArenaRollsBackWhenZeroFillFails(t *testing.T) {
 func TestPooledArena(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{RecordThreads: true}, nil)
 	ctx := context.Background()
-	plan := testPlan()
-	plan.Slabs = nil
+	plan := withSlabs(testPlan())
 	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)
@@ -192,8 +191,7 @@ func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
 func TestSlabCarveBumpsAndRefuses(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{}, nil)
 	ctx := context.Background()
-	plan := testPlan()
-	plan.Slabs = []arena.SlabSpec{{Name: "w", Bytes: 4096}}
+	plan := withSlabs(testPlan(), arena.SlabSpec{Name: "w", Bytes: 4096})
 	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)

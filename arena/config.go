@@ -3,12 +3,12 @@ package arena
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"os"
 )
 
-// MaxLayers is the most decoder layers ParseConfig accepts (num_hidden_layers);
-// it bounds the per-layer table a hostile config could make ParseConfig build.
+// MaxLayers is the most decoder layers ParseConfig accepts (num_hidden_layers,
+// and so the entries of layer_types); it bounds the per-layer table a
+// hostile config could make ParseConfig build. More is a *ConfigError
+// wrapping ErrConfigTooLarge.
 const MaxLayers = 1 << 16
 
 // ModelConfig is a parsed and validated Hugging Face config.json: the raw
@@ -191,29 +191,24 @@ type DeepSeekV4Config struct {
 	CompressRatios []int64
 }
 
-// LoadConfig reads and parses a config.json file. Errors: the os error for an
-// unreadable file, else those of ParseConfig (wrapped with the path).
-func LoadConfig(path string) (*ModelConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("arena: load config: %w", err)
-	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
-}
-
 // ParseConfig parses and validates a Hugging Face config.json. Every problem
 // is a *ConfigError naming the field and its value, wrapping ErrInvalidConfig:
 // empty input, not a JSON object, a required size missing, zero or negative,
 // a value past int64, heads that do not divide, a layer_types or
-// hybrid_override_pattern of the wrong length or with unknown entries. An
-// unknown model_type that has hidden_size, num_attention_heads,
-// num_hidden_layers, vocab_size and intermediate_size is parsed as
-// FamilyDense with a note. ParseConfig never panics.
+// hybrid_override_pattern of the wrong length or with unknown entries.
+// Input past a limit also wraps ErrConfigTooLarge: more than MaxConfigBytes
+// (refused before it is decoded), more than MaxLayers layers, an array of
+// more than MaxArchitectures, MaxLayers (layer_types) or MaxArrayEntries
+// entries (refused before its entries are decoded). An unknown model_type
+// that has hidden_size, num_attention_heads, num_hidden_layers, vocab_size
+// and intermediate_size is parsed as FamilyDense with a note, unless it has
+// routed-expert fields: that is a *ConfigError on model_type wrapping
+// ErrUnsupportedMoE. Values quoted in errors are cut to 64 runes.
+// ParseConfig never panics.
 func ParseConfig(data []byte) (*ModelConfig, error) {
+	if len(data) > MaxConfigBytes {
+		return nil, tooLargeInput(int64(len(data)), true)
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &ConfigError{Reason: "empty input"}
 	}

@@ -8,11 +8,12 @@ import (
 // parseCore reads the fields every family shares. Order matters: the first
 // problem found is the one reported, so hidden_size comes first.
 func parseCore(r *fieldReader, c *ModelConfig) {
-	c.Architectures = r.strings("architectures")
+	c.Architectures = r.strings("architectures", architecturesLimit)
 	c.HiddenSize = r.required("hidden_size")
 	c.NumLayers = r.required("num_hidden_layers")
 	if c.NumLayers > MaxLayers {
-		r.fail("num_hidden_layers", c.NumLayers, fmt.Sprintf("exceeds the supported maximum of %d layers", MaxLayers))
+		r.failWith("num_hidden_layers", c.NumLayers, fmt.Sprintf("exceeds the supported maximum of %d layers (arena.MaxLayers)", MaxLayers),
+			ErrConfigTooLarge)
 		c.NumLayers = 0
 	}
 	c.NumAttentionHeads = r.required("num_attention_heads")
@@ -46,8 +47,8 @@ func parseQuantization(r *fieldReader) *Quantization {
 		Method:              q.str("quant_method"),
 		Format:              q.str("fmt"),
 		ActivationScheme:    q.str("activation_scheme"),
-		WeightBlockSize:     q.ints("weight_block_size"),
-		ModulesToNotConvert: q.strings("modules_to_not_convert"),
+		WeightBlockSize:     q.ints("weight_block_size", entriesLimit),
+		ModulesToNotConvert: q.strings("modules_to_not_convert", entriesLimit),
 	}
 	if q.err != nil && r.err == nil {
 		r.err = q.err
@@ -78,7 +79,7 @@ func resolveHeadDim(r *fieldReader, c *ModelConfig, names ...string) {
 // readLayerTypes reads layer_types into mixer kinds; nil when absent. The
 // list must have num_hidden_layers entries, each a key of allowed.
 func readLayerTypes(r *fieldReader, c *ModelConfig, allowed map[string]MixerKind) []MixerKind {
-	types := r.strings("layer_types")
+	types := r.strings("layer_types", layersLimit)
 	if types == nil || r.err != nil {
 		return nil
 	}
@@ -91,7 +92,7 @@ func readLayerTypes(r *fieldReader, c *ModelConfig, allowed map[string]MixerKind
 	for i, t := range types {
 		k, ok := allowed[t]
 		if !ok {
-			r.fail(fmt.Sprintf("layer_types[%d]", i), t, "unknown layer type; want one of "+joinKeys(allowed))
+			r.fail(fmt.Sprintf("layer_types[%d]", i), clip(t), "unknown layer type; want one of "+joinKeys(allowed))
 			return nil
 		}
 		out[i] = k
@@ -127,7 +128,7 @@ func readExperts(r *fieldReader, c *ModelConfig, required bool, names ...string)
 	}
 	if c.NumExperts == 0 {
 		if required {
-			r.fail(names[0], nil, fmt.Sprintf("is required and positive for model_type %q", c.ModelType))
+			r.fail(names[0], nil, fmt.Sprintf("is required and positive for model_type %q", clip(c.ModelType)))
 		}
 		return
 	}
@@ -149,7 +150,7 @@ func readExperts(r *fieldReader, c *ModelConfig, required bool, names ...string)
 func qwenFFNs(r *fieldReader, c *ModelConfig) []FFNKind {
 	step := r.optional("decoder_sparse_step", 1)
 	mlpOnly := map[int64]bool{}
-	for i, l := range r.ints("mlp_only_layers") {
+	for i, l := range r.ints("mlp_only_layers", entriesLimit) {
 		if l < 0 || l >= c.NumLayers {
 			r.fail(fmt.Sprintf("mlp_only_layers[%d]", i), l,
 				fmt.Sprintf("is not a layer index in [0, %d)", c.NumLayers))

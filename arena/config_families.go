@@ -104,22 +104,6 @@ func qwenSharedExpert(r *fieldReader, c *ModelConfig) {
 	}
 }
 
-// parseUnknown plans an unknown model_type as a dense decoder and says so in
-// Notes; a missing standard field is an error that says why it was needed.
-func parseUnknown(r *fieldReader, c *ModelConfig) {
-	parseDense(r, c)
-	what := fmt.Sprintf("unknown model_type %q", c.ModelType)
-	if c.ModelType == "" {
-		what = "model_type is absent"
-	}
-	if ce, ok := r.err.(*ConfigError); ok {
-		ce.Reason += " (" + what + ": planned as dense, which needs hidden_size, " +
-			"num_attention_heads, num_hidden_layers, vocab_size and intermediate_size)"
-		return
-	}
-	c.Notes = append(c.Notes, what+": planned as dense")
-}
-
 // parseQwen3Next: modeling_qwen3_next.py. GDN dims from linear_*; layer i is
 // full (gated) attention when layer_types says so, else when
 // (i+1) % full_attention_interval == 0, and Gated DeltaNet otherwise.
@@ -235,7 +219,7 @@ func parseDeepSeekV4(r *fieldReader, c *ModelConfig) {
 	case c.SlidingWindow == 0:
 		r.fail("sliding_window", nil, "is required and positive: every deepseek_v4 layer has a sliding window")
 	}
-	ratios := r.ints("compress_ratios")
+	ratios := r.ints("compress_ratios", entriesLimit)
 	if r.err != nil {
 		return
 	}
@@ -293,7 +277,7 @@ func parseNemotronH(r *fieldReader, c *ModelConfig) {
 		r.fail("hybrid_override_pattern", nil, "is required (missing or null)")
 		return
 	case int64(len(pattern)) != c.NumLayers:
-		r.fail("hybrid_override_pattern", pattern,
+		r.fail("hybrid_override_pattern", clip(pattern),
 			fmt.Sprintf("has %d characters but num_hidden_layers is %d", len(pattern), c.NumLayers))
 		return
 	}
@@ -301,7 +285,7 @@ func parseNemotronH(r *fieldReader, c *ModelConfig) {
 	for i := 0; i < len(pattern); i++ {
 		l, ok := nemotronLayers[pattern[i]]
 		if !ok {
-			r.fail(fmt.Sprintf("hybrid_override_pattern[%d]", i), string(pattern[i]),
+			r.fail(fmt.Sprintf("hybrid_override_pattern[%d]", i), clip(string(pattern[i])),
 				"unknown layer kind; want M (Mamba-2), * (attention), - (MLP) or E (MoE)")
 			return
 		}

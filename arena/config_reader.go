@@ -18,10 +18,16 @@ type fieldReader struct {
 	err    error
 }
 
-// fail records the first error: field name, value and reason.
+// fail records the first error: field name, value and reason. A string
+// value must already be cut (clip, excerpt).
 func (r *fieldReader) fail(field string, value any, reason string) {
+	r.failWith(field, value, reason, nil)
+}
+
+// failWith is fail with an underlying cause, such as ErrConfigTooLarge.
+func (r *fieldReader) failWith(field string, value any, reason string, cause error) {
 	if r.err == nil {
-		r.err = &ConfigError{Field: r.prefix + field, Value: value, Reason: reason}
+		r.err = &ConfigError{Field: r.prefix + field, Value: value, Reason: reason, Err: cause}
 	}
 }
 
@@ -149,9 +155,21 @@ func (r *fieldReader) bool(name string) bool {
 }
 
 // elems returns the elements of an array field, nil when absent or null.
-func (r *fieldReader) elems(name string) []json.RawMessage {
+// An array of more than limit entries is refused (ErrConfigTooLarge) after
+// counting them with arrayLen, before anything is decoded.
+func (r *fieldReader) elems(name string, limit arrayLimit) []json.RawMessage {
 	raw := r.raw(name)
 	if raw == nil {
+		return nil
+	}
+	n := arrayLen(raw)
+	if n < 0 {
+		r.fail(name, excerpt(raw), "must be an array")
+		return nil
+	}
+	if n > limit.max {
+		r.failWith(name, int64(n), fmt.Sprintf("has that many entries; the most arena accepts is %d (arena.%s)", limit.max, limit.name),
+			ErrConfigTooLarge)
 		return nil
 	}
 	var list []json.RawMessage
@@ -162,9 +180,10 @@ func (r *fieldReader) elems(name string) []json.RawMessage {
 	return list
 }
 
-// strings returns an array-of-strings field, nil when absent or null.
-func (r *fieldReader) strings(name string) []string {
-	list := r.elems(name)
+// strings returns an array-of-strings field of at most limit entries, nil
+// when absent or null.
+func (r *fieldReader) strings(name string, limit arrayLimit) []string {
+	list := r.elems(name, limit)
 	if list == nil {
 		return nil
 	}
@@ -180,9 +199,10 @@ func (r *fieldReader) strings(name string) []string {
 	return out
 }
 
-// ints returns an array-of-integers field, nil when absent or null.
-func (r *fieldReader) ints(name string) []int64 {
-	list := r.elems(name)
+// ints returns an array-of-integers field of at most limit entries, nil
+// when absent or null.
+func (r *fieldReader) ints(name string, limit arrayLimit) []int64 {
+	list := r.elems(name, limit)
 	if list == nil {
 		return nil
 	}
@@ -210,13 +230,4 @@ func (r *fieldReader) object(name string) *fieldReader {
 		return nil
 	}
 	return &fieldReader{obj: obj, prefix: r.prefix + name + "."}
-}
-
-// excerpt is raw JSON text for an error's Value, cut to 64 bytes.
-func excerpt(raw json.RawMessage) string {
-	const limit = 64
-	if len(raw) > limit {
-		return string(raw[:limit]) + "…"
-	}
-	return string(raw)
 }

@@ -158,7 +158,9 @@ type FitReport struct {
 	Largest []FitItem `json:"largest"`
 	// Suggestions is set when it does not fit.
 	Suggestions *FitSuggestions `json:"suggestions,omitempty"`
-	// Notes says what the fit counted, assumed and left out.
+	// Notes says what the fit counted, assumed and left out. It starts with
+	// the plan's notes (Plan.Notes: how the config was read, such as an
+	// unknown model_type planned as dense), each prefixed "plan: ".
 	Notes []string `json:"notes"`
 }
 
@@ -186,8 +188,8 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 	case cfg == nil:
 		return nil, &ConfigError{Reason: "nil *ModelConfig"}
 	case cfg.ModelType != plan.ModelType:
-		return nil, &ConfigError{Field: "model_type", Value: cfg.ModelType,
-			Reason: fmt.Sprintf("does not match the plan's %q", plan.ModelType)}
+		return nil, &ConfigError{Field: "model_type", Value: clip(cfg.ModelType),
+			Reason: fmt.Sprintf("does not match the plan's %q", clip(plan.ModelType))}
 	case dev.TotalBytes <= 0:
 		return nil, &OptionError{Option: "total_bytes", Value: dev.TotalBytes, Reason: "must be positive"}
 	case dev.FreeBytes < 0 || dev.FreeBytes > dev.TotalBytes:
@@ -411,6 +413,9 @@ func lowestUtilization(required, total int64) float64 {
 func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	var notes []string
 	add := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
+	for _, n := range plan.Notes {
+		add("plan: %s", n)
+	}
 	if r.UsedByOthersBytes > 0 {
 		add("%d B (%s) of the device are already in use by others and count against the budget of %d B",
 			r.UsedByOthersBytes, HumanBytes(r.UsedByOthersBytes), r.BudgetBytes)

@@ -88,7 +88,7 @@ func SSMStateDType(mambaSSMCacheDType string) (bytes int64, note string) {
 	case "":
 		return 4, "mamba_ssm_cache_dtype is absent: the recurrent SSM state is sized as f32"
 	default:
-		return 4, fmt.Sprintf("mamba_ssm_cache_dtype %q is not known: the recurrent SSM state is sized as f32", mambaSSMCacheDType)
+		return 4, fmt.Sprintf("mamba_ssm_cache_dtype %q is not known: the recurrent SSM state is sized as f32", clip(mambaSSMCacheDType))
 	}
 }
 

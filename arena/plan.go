@@ -28,7 +28,7 @@ type Plan struct {
 	// ModelType is the config's model_type ("qwen3_next").
 	ModelType string
 	// Notes explains planning choices a reader should know ("unknown model_type
-	// \"foo\": planned as dense").
+	// \"foo\": planned as dense"); Fit repeats them first in FitReport.Notes.
 	Notes   []string
 	Options Options
 	// Buffers is indexed by BufferID.

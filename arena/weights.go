@@ -348,7 +348,7 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 	case "":
 		notes = append(notes, "torch_dtype is absent: unquantized weights sized as bf16 (2 B/param)")
 	default:
-		notes = append(notes, fmt.Sprintf("torch_dtype %q is not known: unquantized weights sized as bf16 (2 B/param)", cfg.TorchDType))
+		notes = append(notes, fmt.Sprintf("torch_dtype %q is not known: unquantized weights sized as bf16 (2 B/param)", clip(cfg.TorchDType)))
 	}
 	f.linear, f.expert = f.base, f.base
 	switch opts.DType {
@@ -385,7 +385,7 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 			notes = append(notes, "quantization_config mxfp4: routed expert weights as mxfp4 (4.25 bits/param), "+
 				"their biases, attention, router, embeddings and lm_head as "+f.base.String())
 		default:
-			notes = append(notes, fmt.Sprintf("quant_method %q is not modelled: weights sized as %v (an over-estimate)", q.Method, f.base))
+			notes = append(notes, fmt.Sprintf("quant_method %q is not modelled: weights sized as %v (an over-estimate)", clip(q.Method), f.base))
 		}
 	}
 	switch strings.ToLower(cfg.ExpertDType) {
@@ -398,7 +398,7 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 		f.expert, f.expertBOut, f.expertBIn = WeightFP8Block, 128, 128
 		notes = append(notes, "expert_dtype fp8: routed experts as fp8 with one f32 scale per 128×128 block")
 	default:
-		notes = append(notes, fmt.Sprintf("expert_dtype %q is not modelled: experts sized as %v", cfg.ExpertDType, f.expert))
+		notes = append(notes, fmt.Sprintf("expert_dtype %q is not modelled: experts sized as %v", clip(cfg.ExpertDType), f.expert))
 	}
 	return f, notes, nil
 }

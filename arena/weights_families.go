@@ -378,7 +378,7 @@ func (w *weightBuilder) mtp() int64 {
 		return 0
 	}
 	if c.Family != FamilyMLA && c.Family != FamilyDeepSeekV4 {
-		w.notes = append(w.notes, fmt.Sprintf("num_nextn_predict_layers %d: MTP layers of model_type %q are not modelled", n, c.ModelType))
+		w.notes = append(w.notes, fmt.Sprintf("num_nextn_predict_layers %d: MTP layers of model_type %q are not modelled", n, clip(c.ModelType)))
 		return 0
 	}
 	h := c.HiddenSize

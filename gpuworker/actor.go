@@ -21,14 +21,20 @@ type gpuActor struct {
 	logger      *slog.Logger
 	ready       chan<- startResult
 	status      *workerStatus
+	closing     <-chan struct{} // closed when the Worker starts to stop
 
 	backend  Backend
 	budget   int64
 	ledger   *ledger
-	ops      deviceHandle // checks and runs memset and copy requests
+	ops      *deviceHandle // checks and runs memset and copy requests
 	messages uint64
 	// fatal is set when the backend panicked; every later request gets it.
 	fatal error
+	// current is the request being handled, until its handler returns; the
+	// Goexit path (escaped) answers it if it is still set. stopping is set
+	// while the Stopping handler frees the ledger.
+	current  any
+	stopping bool
 }
 
 type startResult struct {
@@ -44,14 +50,26 @@ func (a *gpuActor) Receive(c actor.Context) {
 	case *actor.Started:
 		a.start()
 	case *actor.Stopping:
+		a.stopping = true
 		a.freeAll()
+		a.stopping = false
 	case *actor.Stopped:
-		a.close()
-		a.status.exit()
+		a.stopped()
 	default:
 		a.messages++
+		a.current = m
 		a.handle(m)
+		a.current = nil
+		a.status.heldBytes.Store(a.ledger.counters.CurrentBytes)
 	}
+}
+
+// stopped closes the backend, tells the Worker, and ends the pinned thread
+// once this message is handled.
+func (a *gpuActor) stopped() {
+	a.close()
+	a.status.exit()
+	a.dispatcher.stopSoon()
 }
 
 // escaped records a panic that escapes Receive (a bug in the actor's own
@@ -60,9 +78,15 @@ func (a *gpuActor) Receive(c actor.Context) {
 // The actor's guardian has the stop directive (Start), so the actor is
 // stopped, never restarted: its Stopping and Stopped handlers free what the
 // ledger holds and close the backend, on this thread.
+//
+// A nil recover with a request still current (or the Stopping handler
+// unfinished) means runtime.Goexit is ending the goroutine; see exiting.
 func (a *gpuActor) escaped() {
 	r := recover()
 	if r == nil {
+		if a.current != nil || a.stopping {
+			a.exiting()
+		}
 		return
 	}
 	err := fmt.Errorf("%w: %v", ErrActorPanic, r)
@@ -74,9 +98,73 @@ func (a *gpuActor) escaped() {
 	panic(r)
 }
 
+// exiting runs when runtime.Goexit ends the pinned goroutine in the middle
+// of a message: a forward step called it (t.FailNow, require.* in a step),
+// or the backend did. The dispatcher starts a fresh goroutine on a fresh
+// locked thread that goes on with the mailbox (rebind makes the backend's
+// context current there); here, still on the old thread, the request that
+// was cut short is answered so its caller does not wait forever: with
+// ErrStepExited when the step exited (the actor keeps serving: the backend's
+// state is known, every call it made returned), or with the fatal error
+// guard recorded when the backend did.
+//
+// When the backend exits while the actor stops (freeing the ledger on
+// Stopping), the rest of the stop cannot run on this goroutine: what the
+// ledger still holds is logged, and the Worker is told the actor has exited.
+func (a *gpuActor) exiting() {
+	if a.stopping {
+		a.stopping = false
+		a.logger.Error("the backend called runtime.Goexit while the GPU actor freed its ledger; what it still holds is left on the device",
+			"allocations", len(a.ledger.entries), "bytes", a.ledger.counters.CurrentBytes)
+		a.status.exit()
+		a.dispatcher.stopSoon()
+		return
+	}
+	m := a.current
+	a.current = nil
+	err := a.fatal
+	if err == nil {
+		err = fmt.Errorf("%T: %w; the GPU actor goes on serving on a new thread", m, ErrStepExited)
+		a.logger.Warn("a forward step called runtime.Goexit; a new GPU thread takes over", "err", err)
+	}
+	if f, ok := m.(messages.Failer); ok {
+		f.Fail(err)
+		return
+	}
+	a.logger.Error("runtime.Goexit cut a request short that cannot be answered with an error; its caller waits for its context", "request", fmt.Sprintf("%T", m))
+}
+
+// rebind runs on a fresh pinned thread that took over from one that
+// runtime.Goexit ended (PinnedDispatcher.onNewThread): it makes the backend's
+// context current on it (ThreadBinder). A failure makes the actor fatal:
+// nothing may reach the backend from a thread without its context.
+func (a *gpuActor) rebind() {
+	b, ok := a.backend.(ThreadBinder)
+	if !ok || a.fatal != nil {
+		return
+	}
+	if err := a.guard("bind the new GPU thread", "", b.BindThread); err != nil {
+		err = fmt.Errorf("a new GPU thread took over after runtime.Goexit, but %w", err)
+		a.fatal = err
+		a.status.setFatal(err)
+		a.logger.Error("gpu worker: the new GPU thread has no context; the worker serves no more requests", "err", err)
+	}
+}
+
+// start opens the backend and answers Start, whatever happens: a backend
+// factory that calls runtime.Goexit is answered with the error guard
+// recorded.
 func (a *gpuActor) start() {
 	a.ledger = newLedger()
-	a.ops = deviceHandle{a: a}
+	a.ops = &deviceHandle{a: a}
+	a.dispatcher.onNewThread = a.rebind
+	res := startResult{err: fmt.Errorf("open backend: %w: it called runtime.Goexit", ErrBackendPanic)}
+	defer func() {
+		if res.err != nil && a.fatal == nil {
+			a.fatal = res.err
+		}
+		a.ready <- res
+	}()
 	var b Backend
 	err := a.guard("open backend", "", func() error {
 		var err error
@@ -87,24 +175,22 @@ func (a *gpuActor) start() {
 		err = fmt.Errorf("open backend: %w: the backend factory returned a nil Backend and no error", ErrInvalidValue)
 	}
 	if err != nil {
-		a.fatal = err
-		a.ready <- startResult{err: err}
+		res.err = err
 		return
 	}
 	a.backend = b
 	if a.utilization > 0 {
 		if err := a.setBudget(); err != nil {
-			a.fatal = err
-			a.ready <- startResult{err: err}
+			res.err = err
 			return
 		}
 	}
 	var info DeviceInfo
 	if err := a.guard("device info", "", func() error { info = b.Info(); return nil }); err != nil {
-		a.ready <- startResult{err: err}
+		res.err = err
 		return
 	}
-	a.ready <- startResult{info: info, budget: a.budget}
+	res = startResult{info: info, budget: a.budget}
 }
 
 // guard runs a backend call, turning a panic into ErrBackendPanic and marking
@@ -112,19 +198,31 @@ func (a *gpuActor) start() {
 // stops calling it (but still frees what the ledger holds when it stops).
 // The error names op and, when not empty, the buffer label (joined only on
 // a panic: guard runs on every backend call).
+//
+// A backend that calls runtime.Goexit is treated like one that panicked: the
+// actor is marked fatal here, and escaped answers the request.
 func (a *gpuActor) guard(op, label string, call func() error) (err error) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
-			if label != "" {
-				op += " " + label
-			}
-			err = fmt.Errorf("%s: %w: %v", op, ErrBackendPanic, r)
-			a.fatal = err
-			a.status.setFatal(err)
-			a.logger.Error("backend panicked; the GPU worker serves no more requests", "op", op, "panic", fmt.Sprint(r))
+		r := recover()
+		if r == nil && returned {
+			return
 		}
+		if label != "" {
+			op += " " + label
+		}
+		cause := fmt.Sprint(r)
+		if r == nil {
+			cause = "it called runtime.Goexit"
+		}
+		err = fmt.Errorf("%s: %w: %s", op, ErrBackendPanic, cause)
+		a.fatal = err
+		a.status.setFatal(err)
+		a.logger.Error("backend panicked; the GPU worker serves no more requests", "op", op, "panic", cause)
 	}()
-	return call()
+	err = call()
+	returned = true
+	return err
 }
 
 // usable returns the error a request gets before any work: the actor's fatal

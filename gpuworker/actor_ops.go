@@ -68,7 +68,7 @@ func (a *gpuActor) allocate(owner, label string, bytes int64) (messages.DevicePt
 	if bytes <= 0 {
 		return 0, fmt.Errorf("alloc %s (%d B): %w: size must be > 0", label, bytes, ErrInvalidValue)
 	}
-	if a.budget > 0 && a.ledger.counters.CurrentBytes+bytes > a.budget {
+	if a.overBudget(bytes) {
 		a.ledger.failed()
 		return 0, a.outOfMemory(owner, label, bytes, true, nil)
 	}
@@ -87,6 +87,14 @@ func (a *gpuActor) allocate(owner, label string, bytes int64) (messages.DevicePt
 	}
 	a.ledger.add(ptr, bytes, label, owner)
 	return ptr, nil
+}
+
+// overBudget reports whether bytes more would pass the budget (0: none).
+// It never overflows: the ledger holds at most the budget, so budget −
+// current is ≥ 0, where current + bytes could wrap past MaxInt64 and let a
+// huge request through.
+func (a *gpuActor) overBudget(bytes int64) bool {
+	return a.budget > 0 && bytes > a.budget-a.ledger.counters.CurrentBytes
 }
 
 func (a *gpuActor) alloc(m *messages.Alloc) (messages.DevicePtr, error) {
@@ -199,6 +207,11 @@ func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
 	if m.Step == nil {
 		return messages.ForwardReply{Err: fmt.Errorf("forward: %w: nil step", ErrInvalidValue)}
 	}
+	select {
+	case <-a.closing:
+		return messages.ForwardReply{Err: fmt.Errorf("forward: %w: the worker started to stop before this step started; it did not run", ErrClosed)}
+	default:
+	}
 	dev := a.device()
 	defer dev.invalidate()
 	start := time.Now()
@@ -222,7 +235,7 @@ func (a *gpuActor) snapshot() messages.Ledger {
 }
 
 func (a *gpuActor) stats() messages.WorkerStats {
-	s := messages.WorkerStats{ThreadIDs: a.dispatcher.threadIDs(), Messages: a.messages}
+	s := messages.WorkerStats{ThreadIDs: a.dispatcher.threadIDs(), Messages: a.messages, Takeovers: a.dispatcher.takeovers.Load()}
 	if a.backend != nil {
 		s.Backend = a.backend.Info().Backend
 	}

@@ -32,6 +32,16 @@ type Backend interface {
 	Close() error
 }
 
+// ThreadBinder is implemented by backends whose calls need per-thread state,
+// such as a CUDA context current on the calling thread. When a forward step
+// (or the backend itself) ends the GPU thread with runtime.Goexit, a fresh
+// locked thread takes over, and BindThread runs on it before any other call
+// reaches the backend: the cuda backend makes its primary context current
+// there (cuCtxSetCurrent). An error makes the GPU worker fatal.
+type ThreadBinder interface {
+	BindThread() error
+}
+
 // BytesInUseReporter is implemented by backends that can tell how many bytes
 // they have allocated (hostsim). The GPU actor reports it beside the ledger
 // so tests can check that the two agree.

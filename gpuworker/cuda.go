@@ -35,7 +35,24 @@ type cudaBackend struct {
 	closed bool
 }
 
-var _ Backend = (*cudaBackend)(nil)
+var (
+	_ Backend      = (*cudaBackend)(nil)
+	_ ThreadBinder = (*cudaBackend)(nil)
+)
+
+// BindThread makes the device's primary context current on the calling
+// thread (cuCtxSetCurrent): the GPU actor calls it on a fresh locked thread
+// that takes over after runtime.Goexit ended the one the backend was opened
+// on. Errors: the driver's, translated.
+func (b *cudaBackend) BindThread() error {
+	if err := b.checkOpen("bind thread"); err != nil {
+		return err
+	}
+	if err := cu.SetCurrentContext(b.ctx); err != nil {
+		return cudaErr(fmt.Sprintf("cuCtxSetCurrent(device %d primary context) on a new GPU thread", b.info.Ordinal), err)
+	}
+	return nil
+}
 
 // newCUDABackend opens device ordinal: it retains the device's primary
 // context (creating it if no one holds it yet) and makes it current on the

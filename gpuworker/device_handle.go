@@ -2,26 +2,36 @@ package gpuworker
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gpuarena/gpuarena/messages"
 )
 
-// deviceHandle implements messages.Device on the GPU thread: it checks every
-// range against the ledger before the backend sees it.
+// deviceHandle implements messages.Device on the GPU thread: it checks that
+// it is called there, while its step runs, and every range against the
+// ledger, before the backend sees anything.
 type deviceHandle struct {
-	a    *gpuActor
-	dead bool
+	a *gpuActor
+	// dead is set on the GPU thread when the step returns; a goroutine the
+	// step started may read it at any time.
+	dead atomic.Bool
 }
 
 // device is the handle of one forward step; it dies when the step returns.
 // Memset and copy requests use the actor's own handle, a.ops, which never dies.
 func (a *gpuActor) device() *deviceHandle { return &deviceHandle{a: a} }
 
-func (d *deviceHandle) invalidate() { d.dead = true }
+func (d *deviceHandle) invalidate() { d.dead.Store(true) }
 
+// check refuses a call after the step, or off the GPU thread, before it
+// reads any of the actor's state (which only the GPU thread may touch), then
+// checks the range against the ledger.
 func (d *deviceHandle) check(op string, ptr messages.DevicePtr, n int64) error {
-	if d.dead {
+	if d.dead.Load() {
 		return fmt.Errorf("%s: %w", op, ErrStepOver)
+	}
+	if !d.a.dispatcher.onPinnedThread() {
+		return fmt.Errorf("%s: %w", op, ErrNotGPUThread)
 	}
 	if d.a.fatal != nil {
 		return d.a.fatal

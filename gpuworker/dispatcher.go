@@ -28,31 +28,39 @@ import (
 type PinnedDispatcher struct {
 	funcs   *mpscQueue // functions from Schedule
 	mailbox atomic.Pointer[pinnedMailbox]
-	wake    chan struct{} // a token: the goroutine is parked and there is work
-	// kernelPark: the goroutine parks in futex(2) rather than in the Go
-	// scheduler (parkInKernelFromProcs).
-	kernelPark bool
+	wake    chan struct{} // a token: the goroutine is parked in the scheduler and there is work
+	// policy says how the goroutine parks: by GOMAXPROCS, read each time it
+	// parks (parkByProcs), or always one way (tests).
+	policy     parkPolicy
 	stop       chan struct{}
 	exited     chan struct{}
 	stopOnce   sync.Once
 	throughput int
 	spin       time.Duration
 
-	// parked is 1 while the goroutine is parked (or about to), and stays 1
-	// until the goroutine runs again, except that notify clears it when it
-	// wakes a goroutine parked in the kernel (which needs no P but its own).
-	// Every post reads it; the goroutine writes it when it parks. hot is set
-	// by a caller that polls for its reply and consumed by the next spin:
-	// the goroutine spins only when a caller is polling, so a spin never
-	// keeps a parked caller off its P. parked and idle share a cache line,
-	// which the goroutine writes only when it parks; hot has its own.
+	// parked is parkedInScheduler or parkedInKernel while the goroutine is
+	// parked (or about to), saying how to wake it, and stays so until the
+	// goroutine runs again, except that notify clears it when it wakes a
+	// goroutine parked in the kernel (which needs no P but its own). Every
+	// post reads it; the goroutine writes it when it parks. hot is set by a
+	// caller that polls for its reply and consumed by the next spin: the
+	// goroutine spins only when a caller is polling, so a spin never keeps a
+	// parked caller off its P. parked, idle, inKernel and procs share a cache
+	// line, which the goroutine writes only when it parks; hot has its own.
 	_      cpu.CacheLinePad
 	parked atomic.Uint32
 	// idle is true from when the goroutine starts to park until it runs
-	// again; only the goroutine writes it (worthPolling).
-	idle atomic.Bool
-	_    cpu.CacheLinePad
-	hot  atomic.Bool
+	// again; inKernel says whether its last park was in futex(2). Only the
+	// goroutine writes them (worthPolling).
+	idle     atomic.Bool
+	inKernel atomic.Bool
+	// procs is GOMAXPROCS as the goroutine last read it: when it started and
+	// each time it parked (GOMAXPROCS can change while the process runs: by
+	// runtime.GOMAXPROCS, or by the runtime itself when the container's CPU
+	// limit changes). Callers read it to decide whether to poll (polls).
+	procs atomic.Int32
+	_     cpu.CacheLinePad
+	hot   atomic.Bool
 	// expected is when (d.epoch + expected) the goroutine stops spinning for
 	// a request announced by expect; 0: none announced.
 	_        cpu.CacheLinePad
@@ -66,6 +74,14 @@ type PinnedDispatcher struct {
 	_       cpu.CacheLinePad
 	running atomic.Bool
 	tid     atomic.Int64
+
+	// onNewThread, when set, runs on a goroutine that takes over from one
+	// that runtime.Goexit ended (run), before it does any work: the GPU actor
+	// makes the backend's context current on the new thread there. It is
+	// set on the pinned goroutine, before any takeover. takeovers counts
+	// them.
+	onNewThread func()
+	takeovers   atomic.Int64
 
 	// threads holds the OS thread ids the goroutine has run on, read when it
 	// starts and each time before it parks (a park is the only point where
@@ -108,10 +124,30 @@ const pollsPerCheck = 64
 // before it parks (0: park at once); a spinning thread holds one CPU, so
 // keep it to microseconds.
 func NewPinnedDispatcher(throughput int, spin time.Duration) *PinnedDispatcher {
-	return newPinnedDispatcher(throughput, spin, runtime.GOMAXPROCS(0) >= parkInKernelFromProcs)
+	return newPinnedDispatcher(throughput, spin, parkByProcs)
 }
 
-func newPinnedDispatcher(throughput int, spin time.Duration, kernelPark bool) *PinnedDispatcher {
+// parkPolicy says how the pinned goroutine parks.
+type parkPolicy uint8
+
+const (
+	// parkByProcs parks in futex(2) when GOMAXPROCS, read at each park, is
+	// at least parkInKernelFromProcs, and in the Go scheduler otherwise.
+	parkByProcs parkPolicy = iota
+	// parkAlwaysInScheduler and parkAlwaysInKernel park one way whatever
+	// GOMAXPROCS is (tests of each mode).
+	parkAlwaysInScheduler
+	parkAlwaysInKernel
+)
+
+// The values of PinnedDispatcher.parked.
+const (
+	notParked         uint32 = iota
+	parkedInScheduler        // woken by a token on wake
+	parkedInKernel           // woken by futexWake
+)
+
+func newPinnedDispatcher(throughput int, spin time.Duration, policy parkPolicy) *PinnedDispatcher {
 	if throughput <= 0 {
 		throughput = DefaultThroughput
 	}
@@ -122,11 +158,12 @@ func newPinnedDispatcher(throughput int, spin time.Duration, kernelPark bool) *P
 		exited:     make(chan struct{}),
 		throughput: throughput,
 		spin:       spin,
-		kernelPark: kernelPark,
+		policy:     policy,
 		epoch:      time.Now(),
 		threads:    make(map[int]struct{}, 1),
 	}
-	go d.run()
+	d.procs.Store(int32(runtime.GOMAXPROCS(0)))
+	go d.run(false)
 	return d
 }
 
@@ -137,14 +174,39 @@ func (d *PinnedDispatcher) attach(m *pinnedMailbox) {
 	}
 }
 
-func (d *PinnedDispatcher) run() {
+// run is the pinned goroutine's loop. takeover is true when it takes over
+// from a goroutine that runtime.Goexit ended in the middle of its work (a
+// forward step calling t.FailNow, a backend calling Goexit): that goroutine's
+// deferred function starts this one on a fresh locked thread, which runs
+// onNewThread first and then goes on with the work, the mailbox and its
+// queues intact. The thread the other goroutine had locked ends with it, as
+// it would at Stop.
+func (d *PinnedDispatcher) run(takeover bool) {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-	defer close(d.exited)
+	returned := false
+	defer func() {
+		if returned {
+			close(d.exited)
+			return
+		}
+		// runtime.Goexit: a panic never gets here, since the mailbox recovers
+		// its handlers' panics, and one in a scheduled function ends the
+		// program. The queues are single-consumer: the next goroutine is
+		// their consumer from here on (the go statement orders it after
+		// everything this one did).
+		d.running.Store(false)
+		d.takeovers.Add(1)
+		go d.run(true)
+	}()
 	d.tid.Store(int64(unix.Gettid()))
 	d.recordThread()
+	if takeover && d.onNewThread != nil {
+		d.onNewThread()
+	}
 	for {
 		select {
 		case <-d.stop:
+			returned = true
 			return
 		default:
 		}
@@ -155,6 +217,7 @@ func (d *PinnedDispatcher) run() {
 		// call stays off the path from a wake-up to the request.
 		d.recordThread()
 		if !d.park() {
+			returned = true
 			return
 		}
 	}
@@ -251,59 +314,73 @@ func (d *PinnedDispatcher) poll() bool {
 // milliseconds, with 16 it is not missed.
 const parkInKernelFromProcs = 4
 
-// park waits until there is work (true) or Stop was called (false).
+// park waits until there is work (true) or Stop was called (false), in
+// futex(2) or in the Go scheduler as the policy and GOMAXPROCS say.
 //
 // The goroutine sets parked before it looks for work one last time, and a
 // producer queues its work before it reads parked (notify): either the
-// goroutine sees the work, or the producer sees it parked and wakes it. A
-// wake-up that was not needed only makes the next park return at once.
+// goroutine sees the work, or the producer sees it parked, and how, and wakes
+// it that way. A wake-up that was not needed only makes the next park return
+// at once.
 func (d *PinnedDispatcher) park() bool {
+	procs := runtime.GOMAXPROCS(0)
+	d.procs.Store(int32(procs))
+	mode := parkedInScheduler
+	if d.policy == parkAlwaysInKernel || (d.policy == parkByProcs && procs >= parkInKernelFromProcs) {
+		mode = parkedInKernel
+	}
+	d.inKernel.Store(mode == parkedInKernel)
 	d.idle.Store(true)
 	defer d.idle.Store(false)
 	for {
-		d.parked.Store(1)
+		d.parked.Store(mode)
 		if d.pending() {
-			d.parked.Store(0)
+			d.parked.Store(notParked)
 			return true
 		}
-		if !d.kernelPark {
+		if mode == parkedInScheduler {
 			select {
 			case <-d.wake:
-				d.parked.Store(0)
+				d.parked.Store(notParked)
 				return true
 			case <-d.stop:
-				d.parked.Store(0)
+				d.parked.Store(notParked)
 				return false
 			}
 		}
 		select {
 		case <-d.stop:
-			d.parked.Store(0)
+			d.parked.Store(notParked)
 			return false
 		default:
 		}
-		futexWait(&d.parked, 1)
-		if d.parked.Load() == 0 {
+		futexWait(&d.parked, parkedInKernel)
+		if d.parked.Load() == notParked {
 			return true // notify cleared it
 		}
 	}
 }
 
-// notify wakes the goroutine if it is parked; call it after queueing work.
+// notify wakes the goroutine if it is parked, the way it parked; call it
+// after queueing work.
 func (d *PinnedDispatcher) notify() {
-	if d.kernelPark {
-		if d.parked.CompareAndSwap(1, 0) {
+	switch d.parked.Load() {
+	case parkedInKernel:
+		if d.parked.CompareAndSwap(parkedInKernel, notParked) {
 			futexWake(&d.parked)
 		}
-		return
-	}
-	if d.parked.Load() == 1 {
+	case parkedInScheduler:
 		select {
 		case d.wake <- struct{}{}:
 		default: // a token is there already
 		}
 	}
 }
+
+// polls reports whether a caller may poll for its reply, holding its P: only
+// when there is a P left for the GPU thread (GOMAXPROCS > 1, as last read)
+// and the dispatcher spins at all.
+func (d *PinnedDispatcher) polls() bool { return d.spin > 0 && d.procs.Load() > 1 }
 
 // wakeGrace is how long after its request a caller keeps polling for a GPU
 // thread that was woken from futex(2) and has not run yet. On the H200 host
@@ -320,7 +397,7 @@ const wakeGrace = time.Millisecond
 // awake (it runs on a P of its own), and for wakeGrace while one woken from
 // futex(2) returns to its P.
 func (d *PinnedDispatcher) worthPolling(waited time.Duration) bool {
-	return !d.idle.Load() || (d.kernelPark && waited < wakeGrace)
+	return !d.idle.Load() || (d.inKernel.Load() && waited < wakeGrace)
 }
 
 // expectWindow is how long the goroutine spins for a request announced by
@@ -366,6 +443,11 @@ func (d *PinnedDispatcher) Stop() {
 	})
 	<-d.exited
 }
+
+// stopSoon asks the goroutine to end once it is done with the work at hand,
+// without waiting for it: the GPU actor calls it from its own Stopped
+// handler, on the pinned goroutine.
+func (d *PinnedDispatcher) stopSoon() { d.stopOnce.Do(func() { close(d.stop) }) }
 
 // threadIDs returns the thread ids that ran the goroutine's work. Call it
 // only from a function running on the dispatcher.

@@ -11,14 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// parkModes are the two ways the pinned goroutine parks.
-var parkModes = []bool{false, true}
+// parkModes are the ways the pinned goroutine may park: always in the
+// scheduler, always in futex(2), and by GOMAXPROCS at each park.
+var parkModes = []parkPolicy{parkAlwaysInScheduler, parkAlwaysInKernel, parkByProcs}
 
-func parkMode(kernel bool) string {
-	if kernel {
+func parkMode(p parkPolicy) string {
+	switch p {
+	case parkAlwaysInScheduler:
+		return "scheduler"
+	case parkAlwaysInKernel:
 		return "futex"
+	default:
+		return "by-gomaxprocs"
 	}
-	return "scheduler"
 }
 
 // A scheduled function runs on the pinned thread, after those scheduled

@@ -1,6 +1,11 @@
 package gpuworker
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpuarena/gpuarena/arena"
+)
 
 // Sentinel errors. Backends translate driver results into these at the
 // boundary, and the GPU actor wraps them with the operation
@@ -41,8 +46,19 @@ var (
 	// recovered on the GPU thread, the batch rolled back; the actor keeps
 	// serving.
 	ErrTagPanic = errors.New("alloc batch tag function panicked")
+	// ErrStepExited: a forward step ended its goroutine with runtime.Goexit
+	// (t.FailNow, require.* or log.Fatal's cousins inside a step). The step's
+	// caller gets this error; the GPU actor keeps serving on a fresh locked OS
+	// thread with the backend's context made current there, and its ledger
+	// intact.
+	ErrStepExited = errors.New("forward step called runtime.Goexit")
 	// ErrStepOver: a forward step's device handle used after the step returned.
 	ErrStepOver = errors.New("device handle used after its forward step returned")
+	// ErrNotGPUThread: a forward step's device handle used from a goroutine
+	// other than the step's own, which runs on the GPU thread (design.md §1:
+	// on cuda, another thread has no current context). Hand the work back to
+	// the step's goroutine instead.
+	ErrNotGPUThread = errors.New("device handle used off the GPU thread: only the forward step's own goroutine may use it")
 	// ErrNoCUDA: the cuda backend was asked for in a build without the cuda tag.
 	ErrNoCUDA = errors.New("cuda backend not built: rebuild with -tags cuda (see README, Real GPU)")
 	// ErrNoDevice: the asked device ordinal does not exist.
@@ -52,3 +68,24 @@ var (
 	// ErrInjected: a failure injected by hostsim's fault plan (other than out of memory).
 	ErrInjected = errors.New("injected fault")
 )
+
+// StopError is the error of a stop that gave up waiting for the GPU thread
+// (Worker.StopContext, Manager.CloseContext): a forward step was still
+// running when the context was done. The GPU thread frees what the ledger
+// holds, and exits, when the step returns. errors.Is(err, ErrClosed) and
+// errors.Is(err, Cause) hold.
+type StopError struct {
+	// HeldBytes is what the ledger held after the last request the GPU
+	// thread finished, in bytes: what was not freed yet.
+	HeldBytes int64
+	// Cause is the context's error.
+	Cause error
+}
+
+func (e *StopError) Error() string {
+	return fmt.Sprintf("stop gpu worker: gave up waiting (%v) for a forward step still running on the GPU thread; %s held in the ledger are freed by that thread when the step returns (wait for Done)",
+		e.Cause, arena.HumanBytes(e.HeldBytes))
+}
+
+// Unwrap returns ErrClosed and the cause.
+func (e *StopError) Unwrap() []error { return []error{ErrClosed, e.Cause} }

@@ -1,19 +1,31 @@
 package gpuworker
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
-// workerStatus is what the GPU actor tells its Worker from the GPU thread:
-// its fatal error, and that it has stopped (exited is closed once its
-// Stopped handler has freed what the ledger held and closed the backend), so
-// a caller never waits for a reply from an actor that is gone.
+// workerStatus is what the GPU actor tells its Worker from the GPU thread,
+// and what the Worker's callers wait on besides their replies.
 type workerStatus struct {
-	mu       sync.Mutex
-	fatal    error
-	exited   chan struct{}
-	exitOnce sync.Once
+	mu    sync.Mutex
+	fatal error
+	// gone is closed when no reply is to be waited for any more: once the
+	// actor has exited (exit), or once a stop gave up waiting for it
+	// (abandon). A caller waiting for a reply then gets ErrClosed.
+	gone     chan struct{}
+	goneOnce sync.Once
+	// abandoned is closed by abandon alone.
+	abandoned     chan struct{}
+	abandonedOnce sync.Once
+	// heldBytes is the ledger's current bytes, published by the GPU thread
+	// after each message, for a stop that gave up waiting to report.
+	heldBytes atomic.Int64
 }
 
-func newWorkerStatus() *workerStatus { return &workerStatus{exited: make(chan struct{})} }
+func newWorkerStatus() *workerStatus {
+	return &workerStatus{gone: make(chan struct{}), abandoned: make(chan struct{})}
+}
 
 // setFatal records err as the fatal error unless one is recorded already.
 func (s *workerStatus) setFatal(err error) {
@@ -31,5 +43,12 @@ func (s *workerStatus) err() error {
 	return s.fatal
 }
 
-// exit closes exited; it is idempotent.
-func (s *workerStatus) exit() { s.exitOnce.Do(func() { close(s.exited) }) }
+// exit is called by the actor once its Stopped handler has freed what the
+// ledger held and closed the backend; abandon by a stop that gives up
+// waiting. Both close gone, once.
+func (s *workerStatus) exit() { s.goneOnce.Do(func() { close(s.gone) }) }
+
+func (s *workerStatus) abandon() {
+	s.abandonedOnce.Do(func() { close(s.abandoned) })
+	s.exit()
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,14 +25,11 @@ type Worker struct {
 	budget     int64
 	mailbox    *pinnedMailbox
 	status     *workerStatus // the actor's fatal error; closes exited when it has stopped
-	// polls: callers alone in the mailbox poll for their replies (a spin,
-	// and GOMAXPROCS > 1 when the worker started). poller is held by the one
-	// caller polling now: at most one holds a P that way.
-	polls  bool
+	// poller is held by the one caller polling for its reply now (see
+	// PinnedDispatcher.polls): at most one holds a P that way.
 	poller atomic.Bool
 
 	closing  chan struct{} // closed when Stop starts: new requests get ErrClosed
-	stopped  chan struct{} // closed when the actor and its thread are gone
 	stopOnce sync.Once
 }
 
@@ -101,7 +97,8 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	d := NewPinnedDispatcher(cfg.throughput, cfg.spin)
 	ready := make(chan startResult, 1)
 	status := newWorkerStatus()
-	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready, status: status}
+	closing := make(chan struct{})
+	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready, status: status, closing: closing}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(d),
 		actor.WithMailbox(pinnedMailboxProducer),
@@ -111,9 +108,7 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	// called on, and system.Root is shared; without the copy every actor
 	// spawned from system.Root afterwards would get this stop guardian too.
 	pid := system.Root.Copy().WithGuardian(stopOnFailure).Spawn(props)
-	w := &Worker{system: system, pid: pid, dispatcher: d, mailbox: d.mailbox.Load(), status: status,
-		polls:   cfg.spin > 0 && runtime.GOMAXPROCS(0) > 1,
-		closing: make(chan struct{}), stopped: make(chan struct{})}
+	w := &Worker{system: system, pid: pid, dispatcher: d, mailbox: d.mailbox.Load(), status: status, closing: closing}
 	res := <-ready
 	if res.err != nil {
 		w.Stop()
@@ -128,10 +123,10 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 // wake-up, tens of microseconds on a VM, then overlaps the hop through that
 // actor) and it spins for the request rather than parking. It costs an atomic
 // store when the thread is awake, and does nothing when callers do not poll
-// (WithSpin(0), or GOMAXPROCS 1: a spinning GPU thread would hold the only
-// P).
+// (WithSpin(0), or GOMAXPROCS 1 as the GPU thread last read it: a spinning
+// GPU thread would hold the only P).
 func (w *Worker) Expect() {
-	if w.polls {
+	if w.dispatcher.polls() {
 		w.dispatcher.expect()
 	}
 }
@@ -147,32 +142,85 @@ func (w *Worker) Budget() int64 { return w.budget }
 // (for metrics; it may be stale by the time it is read).
 func (w *Worker) MailboxDepth() int64 { return w.mailbox.waiting.Load() }
 
-// Done is closed when the worker has stopped.
-func (w *Worker) Done() <-chan struct{} { return w.stopped }
+// Done is closed when the worker has stopped: its actor has freed what its
+// ledger held and closed the backend, and its thread has exited.
+func (w *Worker) Done() <-chan struct{} { return w.dispatcher.exited }
 
 // Err is nil while the worker serves requests. Once the backend has panicked
-// it is that error (errors.Is ErrBackendPanic): the actor stops calling the
-// backend and answers every request with it. Once a panic has escaped the GPU
-// actor itself it is ErrActorPanic: the actor has stopped (never restarted,
-// design.md §1) after freeing what its ledger held, and requests get
-// ErrClosed joined with it. Stop still works, and is still needed, in both
-// cases.
+// (or called runtime.Goexit) it is that error (errors.Is ErrBackendPanic):
+// the actor stops calling the backend and answers every request with it.
+// Once a panic has escaped the GPU actor itself it is ErrActorPanic: the
+// actor has stopped (never restarted, design.md §1) after freeing what its
+// ledger held, and requests get ErrClosed joined with it. Stop still works,
+// and is still needed, in both cases.
 func (w *Worker) Err() error { return w.status.err() }
 
-// Stop stops the GPU actor, which first answers what is already in its
-// mailbox, then frees everything its ledger still holds and closes the
-// backend, all on its thread; then Stop ends the thread. It is idempotent and
-// returns when the thread has exited.
-func (w *Worker) Stop() {
+// Stop is StopContext without a deadline: it returns when the worker has
+// stopped.
+func (w *Worker) Stop() { _ = w.StopContext(context.Background()) }
+
+// StopContext stops the worker. From the first call on, new requests get
+// ErrClosed, and forward steps still in the mailbox are answered ErrClosed
+// without being started; every other request already in the mailbox is
+// answered. Then the actor frees everything its ledger still holds and
+// closes the backend, on its thread, and the thread exits.
+//
+// It returns nil once all of that is done. When ctx is done first — in
+// practice because a forward step that is running has not returned — it
+// gives up waiting (Abandon) and returns a *StopError that says what the
+// ledger still held: the worker then finishes on its own when the step
+// returns, and Done is closed then. It is safe to call concurrently and more
+// than once.
+func (w *Worker) StopContext(ctx context.Context) error {
 	w.stopOnce.Do(func() {
 		close(w.closing)
-		// Poison queues behind the requests already sent, so they are answered.
-		_ = w.system.Root.PoisonFuture(w.pid).Wait()
-		w.dispatcher.Stop()
-		close(w.stopped)
+		// Poison queues behind the requests already sent, so they are
+		// answered; the actor's Stopped handler ends the thread.
+		w.system.Root.Poison(w.pid)
 	})
-	<-w.stopped
+	select {
+	case <-w.dispatcher.exited:
+		return nil
+	case <-w.status.abandoned:
+	case <-ctxDone(ctx):
+	}
+	w.Abandon()
+	select {
+	case <-w.dispatcher.exited:
+		return nil
+	default:
+		return w.stopError(ctx)
+	}
 }
+
+// stopError is the error of a stop that gave up: ctx's error, or ErrClosed
+// when another caller abandoned the wait.
+func (w *Worker) stopError(ctx context.Context) *StopError {
+	cause := ErrClosed
+	if ctx != nil && ctx.Err() != nil {
+		cause = ctx.Err()
+	}
+	return &StopError{HeldBytes: w.status.heldBytes.Load(), Cause: cause}
+}
+
+// StopResult waits for a worker whose stop has begun (StopContext) to
+// finish, for as long as ctx allows: nil once Done is closed, a *StopError
+// (errors.Is ctx's error) otherwise.
+func (w *Worker) StopResult(ctx context.Context) error {
+	select {
+	case <-w.dispatcher.exited:
+		return nil
+	case <-ctxDone(ctx):
+		return w.stopError(ctx)
+	}
+}
+
+// Abandon stops waiting for the GPU thread: every caller waiting for a reply
+// gets ErrClosed now, and so does every later request. Whatever the thread
+// is doing (a forward step that does not return) it finishes on its own;
+// after Stop it then frees the ledger and exits. Use it to shut down around
+// a step that hangs; StopContext calls it when its context is done.
+func (w *Worker) Abandon() { w.status.abandon() }
 
 // ask sends msg to the GPU actor and waits for its reply; a caller alone in
 // the mailbox polls for it while the GPU thread works (DefaultBusyPoll).
@@ -208,8 +256,8 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 		return zero, ErrClosed
 	default:
 	}
-	r, err := sendAndWait(ctx, w.status.exited, func() (R, bool) {
-		if !w.polls || w.mailbox.waiting.Load() != 0 || !w.poller.CompareAndSwap(false, true) {
+	r, err := sendAndWait(ctx, w.status.gone, func() (R, bool) {
+		if !w.dispatcher.polls() || w.mailbox.waiting.Load() != 0 || !w.poller.CompareAndSwap(false, true) {
 			w.system.Root.Send(w.pid, msg)
 			var zero R
 			return zero, false
@@ -218,7 +266,7 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 		d := w.dispatcher
 		d.hot.Store(true)
 		w.system.Root.Send(w.pid, msg)
-		return pollReply(reply, ctxDone(ctx), w.status.exited, d.spin, busy, d)
+		return pollReply(reply, ctxDone(ctx), w.status.gone, d.spin, busy, d)
 	}, reply)
 	if errors.Is(err, ErrClosed) {
 		if fatal := w.Err(); fatal != nil {

@@ -229,8 +229,13 @@ type Stats struct {
 // WorkerStats answers Stats.
 type WorkerStats struct {
 	// ThreadIDs are the distinct OS thread ids (gettid) that ran the GPU
-	// actor's messages; exactly one when the pinned dispatcher works.
+	// actor's messages: one, plus one for each takeover. They never ran at
+	// the same time: a thread takes over only once the one before it ended.
 	ThreadIDs []int
+	// Takeovers counts the fresh GPU threads that took over after
+	// runtime.Goexit ended the one before (a forward step calling t.FailNow,
+	// for example).
+	Takeovers int64
 	// Messages is the number of requests handled.
 	Messages uint64
 	// Backend names the backend ("hostsim", "cuda").

@@ -91,7 +91,10 @@ func TestBadInputBuildArena(t *testing.T) {
 		{"slab named twice", build(plan(func(p *arena.Plan) { p.Slabs = append(p.Slabs, p.Slabs[0]) })), gpuarena.ErrInvalidValue, []string{`"w"`, "twice"}},
 		{"slab of 0 B", build(plan(func(p *arena.Plan) { p.Slabs[0].Bytes = 0 })), gpuarena.ErrInvalidValue, []string{`"w"`, "> 0"}},
 		{"buffer sizes that overflow", build(plan(func(p *arena.Plan) { p.Buffers[arena.Logits].Bytes = math.MaxInt64 })), arena.ErrOverflow, []string{"logits"}},
-		{"larger than the device", build(plan(func(p *arena.Plan) { p.Buffers[arena.Logits].Bytes = 100 * mib })), gpuarena.ErrOutOfMemory, []string{"arena_pool", "logits"}},
+		{"larger than the device", build(plan(func(p *arena.Plan) {
+			p.Buffers[arena.Logits].Shape, p.Buffers[arena.Logits].Bytes = []int64{512, 100 * 1024}, 100*mib
+			p.BufferBytes, p.TotalBytes = 103*mib, 107*mib
+		})), gpuarena.ErrOutOfMemory, []string{"arena_pool", "logits"}},
 	})
 	if l := agrees(t, m, sim); l.Counters.CurrentBytes != 0 {
 		t.Fatalf("refused builds left %d B", l.Counters.CurrentBytes)

@@ -25,7 +25,7 @@ type planFlags struct {
 // option flag defaults to 0, "arena's default" (arena.Options.Resolve), so the
 // defaults live in one place; the help text names them.
 func (f *planFlags) register(fs *pflag.FlagSet, configDefault string) {
-	usage := "Hugging Face config.json of the model"
+	usage := "Hugging Face config.json of the model, or the model folder that holds it"
 	if configDefault == "" {
 		usage += " (required)"
 	}

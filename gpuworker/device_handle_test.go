@@ -1,0 +1,61 @@
+package gpuworker_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// A step's Device used from other goroutines while the step runs gets
+// ErrNotGPUThread and never reaches the backend (invariant 1); used after
+// the step it gets ErrStepOver. Under -race this also shows the handle's
+// state is read and written without a data race.
+func TestDeviceIsTiedToTheStepsThread(t *testing.T) {
+	w, sim := startSim(t, gpuworker.HostSimConfig{RecordThreads: true})
+	ctx := bounded(t)
+	p := mustAlloc(t, w, "user", mib)
+	before := sim.Threads()
+
+	var kept messages.Device
+	var offThread []error
+	_, err := w.Forward(ctx, func(d messages.Device) error {
+		kept = d
+		errs := make([]error, 8)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() { errs[i] = d.Memset(p, byte(i), mib) })
+		}
+		wg.Wait()
+		offThread = errs
+		return d.Memset(p, 9, mib) // the step's own goroutine may
+	})
+	if err != nil {
+		t.Fatalf("step: %v", err)
+	}
+	for i, err := range offThread {
+		if !errors.Is(err, gpuworker.ErrNotGPUThread) {
+			t.Fatalf("goroutine %d's memset from inside the step: %v, want ErrNotGPUThread", i, err)
+		}
+	}
+	after := sim.Threads()
+	if len(after) != 1 {
+		t.Fatalf("backend calls ran on threads %v, want one", after)
+	}
+	for tid, n := range after {
+		if n != before[tid]+1 {
+			t.Fatalf("the step made %d backend calls, want 1 (the step's own memset)", n-before[tid])
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- kept.Memset(p, 1, 1) }()
+	if err := <-done; !errors.Is(err, gpuworker.ErrStepOver) {
+		t.Fatalf("memset after the step, from another goroutine: %v, want ErrStepOver", err)
+	}
+	got, err := w.CopyDtoH(ctx, p, 1)
+	if err != nil || got[0] != 9 {
+		t.Fatalf("device byte: %v, %v; want [9] (only the step's own memset ran)", got, err)
+	}
+}

@@ -47,8 +47,11 @@ var (
 	// ErrReentrant: a Manager call from inside a forward step (on the GPU
 	// thread), which would wait for itself.
 	ErrReentrant = gpuworker.ErrReentrant
-	// ErrNoCUDA: the cuda backend was asked for in a build without -tags cuda.
-	ErrNoCUDA = gpuworker.ErrNoCUDA
+	// ErrBackendNotBuiltIn: the backend asked for (WithBackend) is not built
+	// into this binary, e.g. cuda in a build without -tags cuda; the error is
+	// a *gpuworker.BackendNotBuiltInError naming it and the backends built in
+	// (errors.As).
+	ErrBackendNotBuiltIn = gpuworker.ErrBackendNotBuiltIn
 	// ErrBackendPanic: the backend panicked; the manager serves no more
 	// requests (Manager.Err) and Close frees what it can.
 	ErrBackendPanic = gpuworker.ErrBackendPanic

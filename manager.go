@@ -60,7 +60,7 @@ type Manager struct {
 
 // New starts the GPU actor on its own locked OS thread, opens the backend
 // there, and starts the supervisors. Errors: an *arena.OptionError
-// (errors.Is ErrInvalidOption) naming a bad option, the backend's error (gpuworker.ErrNoCUDA, gpuworker.ErrNoDevice, …)
+// (errors.Is ErrInvalidOption) naming a bad option, the backend's error (ErrBackendNotBuiltIn, gpuworker.ErrNoDevice, …)
 // when it cannot be opened; nothing is left running on error.
 func New(opts ...Option) (*Manager, error) {
 	cfg := defaultConfig()
@@ -101,8 +101,9 @@ func New(opts ...Option) (*Manager, error) {
 // Device describes the device.
 func (m *Manager) Device() DeviceInfo { return m.worker.Info() }
 
-// Budget is the most bytes this process may hold (gpu_memory_utilization ×
-// total, less what other processes held at New).
+// Budget is the most bytes this process may hold: ⌊gpu_memory_utilization ×
+// total⌋ less what other processes held at New, computed by arena.Budget,
+// so it equals arena.FitReport.ProcessBudgetBytes for that device state.
 func (m *Manager) Budget() int64 { return m.worker.Budget() }
 
 // MemInfo returns the device's free and total memory in bytes (cuMemGetInfo).
@@ -112,7 +113,8 @@ func (m *Manager) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err
 
 // BuildArena allocates every present buffer of plan — as one pool (the
 // default layout) or one allocation per buffer (WithArenaLayout(LayoutDiscrete))
-// — and every slab of the plan, and zero-fills norm_unit_w, all or nothing: a
+// — and every slab of the plan, and zero-fills the buffers that must read
+// as zeros (arena.BufferID.ZeroFill), all or nothing: a
 // failure at any allocation frees the ones before it. Once the allocation has started it runs to
 // its end even if ctx is cancelled, and what it built is released by Release
 // or Close. Errors: ErrArenaBuilt, ErrReleased, ErrClosed, an
@@ -131,13 +133,18 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, err
 
 // Forward runs one forward step on the GPU thread. Steps run one at a time,
 // in the order they arrive; step gets the arena and a device handle valid only
-// while it runs, and must use nothing else of the manager (a Manager call
-// from inside a step returns ErrReentrant). A step whose ctx is done before it
-// starts does not start; ctx bounds only the wait: a step that has started
-// runs to its end (Forward may return the context's error while it runs), and
-// the next step, Release and Close wait for it. It returns how long the step
-// ran. Errors: ErrNoArena, ErrReleased, ErrClosed, ErrReentrant, ErrStepPanic,
-// the context's, and the step's own.
+// while it runs, on its own goroutine (the Device refuses calls from any
+// other, ErrNotGPUThread), and must use nothing else of the manager (a
+// Manager call from inside a step returns ErrReentrant). ctx bounds the wait
+// until the step starts: a step whose ctx is done before then never starts,
+// and Forward returns the context's error. Once started, a step runs to its
+// end and Forward waits for it whatever ctx says, since the step may use the
+// caller's memory; bound a step's own time inside it, and use CloseContext
+// to give up on one that hangs. It returns how long the step ran. Errors:
+// ErrNoArena, ErrReleased, ErrClosed, ErrReentrant, ErrStepPanic (a
+// *gpuworker.StepPanicError with the stack), ErrStepExited (the step called
+// runtime.Goexit; the manager keeps serving), the context's, and the step's
+// own.
 func (m *Manager) Forward(ctx context.Context, step func(a *Arena, dev Device) error) (time.Duration, error) {
 	if err := m.worker.CheckCaller(); err != nil {
 		return 0, err

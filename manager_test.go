@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/gpuarena/gpuarena"
@@ -117,9 +118,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	if _, err := gpuarena.New(quiet, gpuarena.WithArenaLayout("striped")); !errors.Is(err, gpuarena.ErrInvalidOption) {
 		t.Fatalf("layout striped: %v, want ErrInvalidOption", err)
 	}
-	_, err := gpuarena.New(quiet, gpuarena.WithBackend(gpuworker.BackendConfig{Kind: gpuworker.KindCUDA}))
-	if !errors.Is(err, gpuworker.ErrNoCUDA) {
-		t.Fatalf("cuda in a build without the tag: %v, want ErrNoCUDA", err)
+	_, err := gpuarena.New(quiet, gpuarena.WithBackend(gpuworker.BackendConfig{Kind: "tpu"}))
+	var nb *gpuworker.BackendNotBuiltInError
+	if !errors.Is(err, gpuarena.ErrBackendNotBuiltIn) || !errors.As(err, &nb) || nb.Name != "tpu" || !slices.Contains(nb.Available, gpuworker.KindHostSim) {
+		t.Fatalf("backend tpu: %v, want a BackendNotBuiltInError naming tpu and listing hostsim", err)
 	}
 }
 

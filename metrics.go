@@ -1,9 +1,7 @@
 package gpuarena
 
 import (
-	"context"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,9 +27,6 @@ const (
 	// hostsim's HostSimConfig.Name, "hostsim" by default).
 	LabelDeviceName = "device_name"
 )
-
-// collectTimeout bounds how long a scrape waits for the ledger snapshot.
-const collectTimeout = time.Second
 
 var (
 	descBytesInUse  = prometheus.NewDesc(MetricBytesInUse, "Device bytes this process holds now, by ledger owner.", []string{"owner"}, nil)
@@ -72,9 +67,11 @@ func newForwardHistogram() prometheus.Histogram {
 //	prometheus.WrapRegistererWith(prometheus.Labels{"instance": "a"}, reg).MustRegister(a.Collector())
 //	prometheus.WrapRegistererWith(prometheus.Labels{"instance": "b"}, reg).MustRegister(b.Collector())
 //
-// A scrape asks the GPU actor for a ledger snapshot, waiting at most a second;
-// when it cannot (the manager is closed), the ledger metrics are left out.
-// Collector returns no error; the collector it returns can be registered on
+// A scrape never waits for the GPU thread: it reads the ledger's totals as
+// the GPU thread published them after the last request that changed them
+// (gpuworker.Worker.LedgerTotals), so it neither stalls behind a long
+// forward step nor drops series; after Close they read 0 bytes. Collector
+// returns no error; the collector it returns can be registered on
 // any number of registries.
 func (m *Manager) Collector() prometheus.Collector {
 	info := m.worker.Info()
@@ -96,12 +93,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(c.m.worker.MailboxDepth()))
 	c.m.forwardHist.Collect(ch)
-	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
-	defer cancel()
-	l, err := c.m.Ledger(ctx)
-	if err != nil {
-		return
-	}
+	l := c.m.worker.LedgerTotals()
 	for owner, u := range l.Owners {
 		ch <- prometheus.MustNewConstMetric(descBytesInUse, prometheus.GaugeValue, float64(u.CurrentBytes), owner)
 		ch <- prometheus.MustNewConstMetric(descBytesPeak, prometheus.GaugeValue, float64(u.PeakBytes), owner)

@@ -207,3 +207,40 @@ func TestCollectorSameDeviceNeedsAnInstanceLabel(t *testing.T) {
 		t.Fatalf("gathered\n%v\nwant\n%v", got, want)
 	}
 }
+
+// A scrape while a forward step runs does not wait for the GPU thread: the
+// ledger series are there, with the arena's bytes.
+func TestCollectorDoesNotWaitForARunningStep(t *testing.T) {
+	m, err := gpuarena.New(quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	a, err := m.BuildArena(ctx, llamaPlan(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hang, running, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { close(running); <-hang; return nil })
+		done <- err
+	}()
+	<-running
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collector())
+	series := seriesOf(t, reg)
+	close(hang)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var inUse float64
+	for k, v := range series {
+		if strings.HasPrefix(k, gpuarena.MetricBytesInUse+"{") && strings.Contains(k, "owner=arena") {
+			inUse = v
+		}
+	}
+	if int64(inUse) != a.PoolBytes {
+		t.Fatalf("%s for owner arena during a step = %v, want %d (series: %v)", gpuarena.MetricBytesInUse, inUse, a.PoolBytes, series)
+	}
+}

@@ -31,7 +31,8 @@ func defaultConfig() config {
 	}
 }
 
-// WithBackend selects the backend: hostsim (the default) or cuda.
+// WithBackend selects a backend built into this binary
+// (gpuworker.Backends): hostsim (the default) or, with -tags cuda, cuda.
 func WithBackend(b gpuworker.BackendConfig) Option {
 	return func(c *config) { c.backend = b.Factory() }
 }
@@ -45,8 +46,10 @@ func WithBackendFactory(f gpuworker.BackendFactory) Option {
 
 // WithGPUMemoryUtilization sets gpu_memory_utilization, the fraction
 // (0 < f ≤ 1) of the device's total memory this process may hold; memory
-// other processes hold counts against it. Default
-// arena.DefaultGPUMemoryUtilization (0.90).
+// other processes hold counts against it, and the budget is arena.Budget's
+// (see Manager.Budget). Unset, it is arena.DefaultGPUMemoryUtilization
+// (0.90); New returns an *arena.OptionError (errors.Is ErrInvalidOption)
+// for f outside (0, 1], 0 included.
 func WithGPUMemoryUtilization(f float64) Option { return func(c *config) { c.utilization = f } }
 
 // WithLogger routes gpuarena's logs, and protoactor-go's warnings and errors,
@@ -64,9 +67,10 @@ func WithArenaLayout(l Layout) Option { return func(c *config) { c.layout = l } 
 func WithDispatcherSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
 
 func (c config) validate() error {
+	if err := arena.ValidateGPUMemoryUtilization(c.utilization); err != nil {
+		return err
+	}
 	switch {
-	case !(c.utilization > 0 && c.utilization <= 1):
-		return &arena.OptionError{Option: "gpu_memory_utilization", Value: c.utilization, Reason: "must be in (0, 1]"}
 	case c.spin < 0:
 		return &arena.OptionError{Option: "dispatcher_spin", Value: c.spin, Reason: "must not be negative"}
 	case c.layout != messages.LayoutPooled && c.layout != messages.LayoutDiscrete:

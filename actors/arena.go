@@ -27,6 +27,9 @@ type arenaSupervisor struct {
 	release *actor.PID
 	slab    *actor.PID
 
+	// arena is the built arena, tagged in the ledger and registered with the
+	// slab and release supervisors; it is never handed out: the caller of
+	// BuildArena and every forward step get arena.Shared().
 	arena   *messages.Arena
 	retired bool
 }
@@ -61,7 +64,6 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 		}
 		s.retired = true
 		m.RetireErr = s.worker.RetireOwners(uncancelled, []string{messages.ArenaOwner})
-		s.worker.Expect() // the release supervisor's frees come next
 		c.Send(s.slab, m)
 	}
 }
@@ -141,8 +143,9 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 	}
 	s.cfg.hook("arena", PointBuilt)
 	s.arena = a
+	shared := a.Shared() // made before a is shared with the other supervisors
 	s.register(c, a)
-	return a, nil
+	return shared, nil
 }
 
 // freeUnfinished frees whatever a failed build left: everything the arena's
@@ -164,13 +167,18 @@ func (s *arenaSupervisor) freeUnfinished(plan *arena.Plan) error {
 }
 
 // allocate makes the arena's allocations (the pool, or one per buffer, and
-// the slabs), zero-fills norm_unit_w (design.md §5: it must read as zeros
-// before the first step) and tags the allocations with the arena, in one
+// the slabs), zero-fills the buffers whose BufferID.ZeroFill is true
+// (design.md §5: they must read as zeros before the first step) and tags the allocations with the arena, in one
 // request to the GPU actor that does all of it or none: the ledger never
 // holds half a build as a built arena, and a supervisor restarted after it
 // finds the arena there.
 func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
 	b, err := newArenaBatch(plan, layout)
+	if errors.Is(err, arena.ErrOverflow) {
+		// A valid plan whose pool, rounded to its alignment, passes int64:
+		// more than any device holds, as the discrete layout would report.
+		return nil, fmt.Errorf("%w: the pooled arena's size overflows int64 (%w)", gpuworker.ErrOutOfMemory, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -203,9 +211,13 @@ func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply 
 		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrReleased)}
 	case s.arena == nil:
 		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrNoArena)}
+	case m.Ctx != nil && m.Ctx.Err() != nil:
+		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", m.Ctx.Err())}
 	}
 	s.cfg.hook("arena", PointForward)
-	a := s.arena
-	d, err := s.worker.Forward(m.Ctx, func(dev messages.Device) error { return m.Step(a, dev) })
+	a := s.arena.Shared()
+	// The step's caller decides, with the GPU thread, whether it starts
+	// (Supervisors.Forward); once sent, it is waited for.
+	d, err := s.worker.Forward(uncancelled, func(dev messages.Device) error { return m.Step(a, dev) })
 	return messages.ForwardReply{Duration: d, Err: err}
 }

@@ -7,8 +7,8 @@ import (
 
 // arenaBatch is a plan's arena as one AllocBatch: the pool (pooled: one item
 // whose views are the buffers) or one item per present buffer (discrete),
-// then one item per slab, held by the slab's owner. norm_unit_w's bytes are a
-// zero range.
+// then one item per slab, held by the slab's owner. The bytes of every buffer
+// whose BufferID.ZeroFill is true are a zero range.
 type arenaBatch struct {
 	plan    *arena.Plan
 	layout  messages.Layout
@@ -26,7 +26,7 @@ func newArenaBatch(plan *arena.Plan, layout messages.Layout) (*arenaBatch, error
 		for _, id := range arena.BufferIDs() {
 			if buf := plan.Buffers[id]; buf.Present() {
 				it := messages.AllocItem{Label: id.String(), Bytes: buf.Bytes}
-				if id == arena.NormUnitW {
+				if id.ZeroFill() {
 					it.Zero = []messages.ByteRange{{Offset: 0, Bytes: buf.Bytes}}
 				}
 				b.buffers, b.items = append(b.buffers, id), append(b.items, it)
@@ -43,8 +43,8 @@ func newArenaBatch(plan *arena.Plan, layout messages.Layout) (*arenaBatch, error
 		for _, id := range arena.BufferIDs() {
 			if off := pool.Offsets[id]; off >= 0 {
 				it.Views = append(it.Views, messages.PoolView{Label: id.String(), Offset: off, Bytes: plan.Buffers[id].Bytes})
-				if id == arena.NormUnitW {
-					it.Zero = []messages.ByteRange{{Offset: off, Bytes: plan.Buffers[id].Bytes}}
+				if id.ZeroFill() {
+					it.Zero = append(it.Zero, messages.ByteRange{Offset: off, Bytes: plan.Buffers[id].Bytes})
 				}
 			}
 		}

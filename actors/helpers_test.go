@@ -36,6 +36,11 @@ func (d dirtyAlloc) Alloc(n int64) (messages.DevicePtr, error) {
 	return p, err
 }
 
+// faulty is a newRig wrap that injects plan's faults (gpuworker.WithFaults).
+func faulty(plan gpuworker.Faults) func(*gpuworker.HostSim) gpuworker.Backend {
+	return func(sim *gpuworker.HostSim) gpuworker.Backend { return gpuworker.WithFaults(sim, plan) }
+}
+
 // rig is a worker on a simulated device with its supervisors.
 type rig struct {
 	sim *gpuworker.HostSim

@@ -57,7 +57,6 @@ func (s *slabSupervisor) Receive(c actor.Context) {
 		m.Reply <- s.carve(m)
 	case *messages.Release:
 		s.retired = true
-		s.worker.Expect() // the release supervisor's frees come next
 		c.Send(s.release, m)
 	}
 }

@@ -126,7 +126,7 @@ func TestArenaSupervisorRestartKeepsTheArena(t *testing.T) {
 // supervisor frees the untagged leftover, and a new build succeeds.
 func TestArenaSupervisorRestartFreesWhatAFailedBuildLeft(t *testing.T) {
 	p := newPanics()
-	r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailAllocAt: 2, FailFreeAt: 1}}, nil, actors.WithHook(p.hook), actors.WithLogger(quiet))
+	r := newRig(t, gpuworker.HostSimConfig{}, faulty(gpuworker.Faults{FailAllocAt: 2, FailFreeAt: 1}), actors.WithHook(p.hook), actors.WithLogger(quiet))
 	ctx := context.Background()
 	p.arm("arena", actors.PointBuildFailed)
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); !errors.Is(err, actors.ErrSupervisorPanic) {

@@ -37,7 +37,8 @@ type Supervisors struct {
 }
 
 // Spawn starts the release, arena and slab supervisors for worker, under a
-// parent supervising them with RestartStrategy. Each supervisor reads its
+// parent supervising them with RestartStrategy, in system, which must be the
+// one the worker was started in. Each supervisor reads its
 // state from the worker's ledger when it starts (the ledger owners "arena"
 // and "slab/<name>" are theirs). Nil options are skipped.
 func Spawn(system *actor.ActorSystem, worker *gpuworker.Worker, opts ...Option) *Supervisors {
@@ -83,8 +84,9 @@ func (s *Supervisors) Stop() {
 // ask sends msg to the supervisor to and waits for its reply (from to, or
 // from a supervisor to hands it on to), for ctx, or for wait to stop for
 // good: ErrClosed after Stop, ErrSupervisorStopped (naming the supervisor)
-// when it stopped after repeated failures. The GPU thread is told to expect
-// a request (gpuworker.Worker.Expect): most supervisor requests lead to one.
+// when it stopped after repeated failures; ErrReentrant from inside a
+// forward step. The request goes through gpuworker.AskVia: every supervisor
+// request leads to one of the GPU actor, which the worker gets ready for.
 func ask[R any](ctx context.Context, s *Supervisors, to, wait *child, msg any, reply <-chan R) (R, error) {
 	select {
 	case <-s.closing:
@@ -92,8 +94,7 @@ func ask[R any](ctx context.Context, s *Supervisors, to, wait *child, msg any, r
 		return zero, gpuworker.ErrClosed
 	default:
 	}
-	s.worker.Expect()
-	r, err := gpuworker.Ask(ctx, s.system.Root, to.pid, msg, reply, wait.gone)
+	r, err := gpuworker.AskVia(ctx, s.worker, to.pid, msg, reply, wait.gone)
 	if errors.Is(err, gpuworker.ErrClosed) {
 		select {
 		case <-s.closing:
@@ -136,12 +137,31 @@ func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout m
 	return r.Arena, r.Err
 }
 
-// Forward runs one forward step on the arena. Errors: ErrNoArena,
-// ErrReleased, gpuworker.ErrInvalidValue for a nil step, the context's
-// error, ErrSupervisorPanic, ErrClosed, and the step's.
+// Forward runs one forward step on the arena. ctx bounds the wait until the
+// step starts: a step whose ctx is done before then never starts, and
+// Forward returns the context's error. Once the step has started, Forward
+// waits for it to return whatever ctx says — the step may read or write the
+// caller's memory — unless the manager's close gives up on it (ErrClosed).
+// Errors: ErrNoArena, ErrReleased, gpuworker.ErrInvalidValue for a nil
+// step, the context's error, ErrSupervisorPanic, ErrClosed, and the step's.
 func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (messages.ForwardReply, error) {
+	if step == nil {
+		return messages.ForwardReply{}, fmt.Errorf("forward: %w: nil step", gpuworker.ErrInvalidValue)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var state stepState
 	reply := make(chan messages.ForwardReply, 1)
-	r, err := ask(ctx, s, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: step, Reply: reply}, reply)
+	r, err := ask(ctx, s, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: state.guard(ctx, step), Reply: reply}, reply)
+	if err != nil && ctx.Err() != nil && !state.giveUp() {
+		select {
+		case r = <-reply:
+			err = nil
+		case <-s.arena.gone:
+			err = fmt.Errorf("forward: %w", gpuworker.ErrClosed)
+		}
+	}
 	if err != nil {
 		return r, err
 	}

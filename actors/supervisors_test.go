@@ -72,7 +72,7 @@ func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
 func TestBuildArenaRollsBackAtEveryAllocation(t *testing.T) {
 	ctx := context.Background()
 	for k := 1; k <= 4; k++ {
-		r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailAllocAt: k}}, nil)
+		r := newRig(t, gpuworker.HostSimConfig{}, faulty(gpuworker.Faults{FailAllocAt: k}))
 		_, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete)
 		if !errors.Is(err, gpuworker.ErrOutOfMemory) {
 			t.Fatalf("fault at allocation %d: %v, want ErrOutOfMemory", k, err)
@@ -153,7 +153,7 @@ func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
 	// Release walks resources newest first, each arena's buffer table
 	// backwards: the slab (registered last), then norm_unit_w, logits,
 	// hidden_states. Fail the second free: norm_unit_w.
-	r := newRig(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailFreeAt: 2}}, nil)
+	r := newRig(t, gpuworker.HostSimConfig{}, faulty(gpuworker.Faults{FailFreeAt: 2}))
 	ctx := context.Background()
 	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); err != nil {
 		t.Fatal(err)

@@ -77,6 +77,41 @@ func CheckedSum(what string, terms ...int64) (int64, error) {
 	return s, nil
 }
 
+// sizer is an overflow-checked accumulator of sizes (elements or bytes,
+// int64): mul and add compute with CheckedProduct and CheckedSum, keep the
+// first *OverflowError in err, naming what, and return 0 once err is set,
+// so a chain of arithmetic is checked once, at its end. The planner, the KV
+// layout and the weight estimate embed one; the zero value is ready to use.
+type sizer struct {
+	// what names the size being computed in an *OverflowError ("logits",
+	// "kv cache"); set it before the arithmetic it names.
+	what string
+	// err is the first error, nil while there is none. Only mul and add
+	// set it, except in the weight estimate, which also keeps there a
+	// tensor's first failure.
+	err error
+}
+
+// mul is the product of xs (1 for none), or 0 once err is set.
+func (s *sizer) mul(xs ...int64) int64 {
+	if s.err != nil {
+		return 0
+	}
+	v, err := CheckedProduct(s.what, xs...)
+	s.err = err
+	return v
+}
+
+// add is the sum of xs (0 for none), or 0 once err is set.
+func (s *sizer) add(xs ...int64) int64 {
+	if s.err != nil {
+		return 0
+	}
+	v, err := CheckedSum(s.what, xs...)
+	s.err = err
+	return v
+}
+
 // ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0, computed without the a+b−1 overflow.
 func ceilDiv(a, b int64) int64 {
 	q := a / b

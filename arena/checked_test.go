@@ -3,6 +3,7 @@ package arena
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -67,5 +68,45 @@ func TestCeilDivAndAlignUp(t *testing.T) {
 	}
 	if _, err := alignUp("x", math.MaxInt64, 256); !errors.Is(err, ErrOverflow) {
 		t.Errorf("alignUp(MaxInt64, 256) err = %v, want ErrOverflow", err)
+	}
+}
+
+// TestSizer: mul and add compute like CheckedProduct and CheckedSum; the
+// first overflow is kept, names what and its operands, and every later
+// call returns 0 without replacing it.
+func TestSizer(t *testing.T) {
+	tests := []struct {
+		name    string
+		steps   func(s *sizer) []int64
+		want    []int64
+		wantErr string // "" for none
+	}{
+		{"mul and add", func(s *sizer) []int64 {
+			return []int64{s.mul(8192, 151936, 2), s.add(1, 2, 3), s.mul(), s.add()}
+		}, []int64{2489319424, 6, 1, 0}, ""},
+		{"nested", func(s *sizer) []int64 {
+			return []int64{s.mul(s.add(64, s.mul(2, 8)), 64)} // (Hq + 2·Hkv)·D of gpt-oss
+		}, []int64{5120}, ""},
+		{"mul overflow is sticky", func(s *sizer) []int64 {
+			return []int64{s.mul(2, 3), s.mul(1<<40, 1<<20, 1<<4), s.add(1, 1), s.mul(2, 2)}
+		}, []int64{6, 0, 0, 0}, "arena: logits: 1152921504606846976 × 16 overflows int64"},
+		{"add overflow keeps the first", func(s *sizer) []int64 {
+			return []int64{s.add(math.MaxInt64, 1), s.mul(1<<40, 1<<40)}
+		}, []int64{0, 0}, "arena: logits: 9223372036854775807 + 1 overflows int64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &sizer{what: "logits"}
+			got := tt.steps(s)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("values %v, want %v", got, tt.want)
+			}
+			switch {
+			case tt.wantErr == "" && s.err != nil:
+				t.Errorf("err = %v, want none", s.err)
+			case tt.wantErr != "" && (s.err == nil || s.err.Error() != tt.wantErr || !errors.Is(s.err, ErrOverflow)):
+				t.Errorf("err = %v, want %q wrapping ErrOverflow", s.err, tt.wantErr)
+			}
+		})
 	}
 }

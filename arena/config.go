@@ -20,7 +20,8 @@ type ModelConfig struct {
 	ModelType string
 	// Architectures is the architectures list, informational.
 	Architectures []string
-	// Family is derived from ModelType (FamilyDense for an unknown type).
+	// Family is the architecture class ModelType's family states
+	// (FamilyDense for an unknown type); descriptive only.
 	Family Family
 
 	// HiddenSize (H, hidden_size).
@@ -81,6 +82,16 @@ type ModelConfig struct {
 	// GatedAttention is true when full attention also projects an output gate
 	// of Hq·D (qwen3_next: q_proj emits query and gate).
 	GatedAttention bool
+	// AttentionBias is true when q_proj, k_proj and v_proj have biases
+	// ([Hq·D], [Hkv·D], [Hkv·D]): set by the family (qwen2, qwen2_moe,
+	// gpt_oss), or read from the config (attention_bias) by a family whose
+	// modeling file reads it.
+	AttentionBias bool
+	// QKNorm is true when each query and key head is RMS-normalised before
+	// RoPE, with q_norm and k_norm weights of [D]: set by the family (qwen3,
+	// qwen3_moe, qwen3_next), or read from the config (use_qk_norm) by a
+	// family whose modeling file reads it.
+	QKNorm bool
 	// MLA holds the latent-attention ranks; nil unless FamilyMLA.
 	MLA *MLAConfig
 	// GDN holds the Gated DeltaNet dims; nil unless FamilyGDNHybrid.
@@ -221,11 +232,7 @@ func ParseConfig(data []byte) (*ModelConfig, error) {
 	}
 	r := &fieldReader{obj: obj}
 	c := &ModelConfig{ModelType: r.str("model_type")}
-	parse, known := familyParsers[c.ModelType]
-	if !known {
-		parse = parseUnknown
-	}
-	parse(r, c)
+	specFor(c.ModelType).parse(r, c)
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -170,10 +170,20 @@ func qwenFFNs(r *fieldReader, c *ModelConfig) []FFNKind {
 	return ffns
 }
 
-// sharedExperts sets the shared expert as n_shared_experts × moe_intermediate_size
-// (DeepseekV3MoE builds one MLP of that width).
-func sharedExperts(r *fieldReader, c *ModelConfig) {
-	c.NumSharedExperts = r.nonNegative("n_shared_experts", 0)
+// qwenSharedExpert reads shared_expert_intermediate_size (qwen2_moe, qwen3_next):
+// one always-on expert of that width.
+func qwenSharedExpert(r *fieldReader, c *ModelConfig) {
+	c.SharedExpertIntermediateSize = r.optional("shared_expert_intermediate_size", 0)
+	if c.SharedExpertIntermediateSize > 0 {
+		c.NumSharedExperts = 1
+	}
+}
+
+// sharedExperts sets the shared expert as n_shared_experts (def when
+// absent) × moe_intermediate_size (DeepseekV3MoE builds one MLP of that
+// width).
+func sharedExperts(r *fieldReader, c *ModelConfig, def int64) {
+	c.NumSharedExperts = r.nonNegative("n_shared_experts", def)
 	if r.err != nil || c.NumExperts == 0 {
 		return
 	}

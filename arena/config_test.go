@@ -40,6 +40,8 @@ func TestParseExampleConfigs(t *testing.T) {
 		// layer_types alternate sliding/full.
 		{"gpt-oss-20b.json", FamilyMoE, 64, LayerCounts{FullAttention: 12, SlidingAttention: 12, MoE: 24}, 32, 4, 2880, 0, ""},
 		{"gpt-oss-120b.json", FamilyMoE, 64, LayerCounts{FullAttention: 18, SlidingAttention: 18, MoE: 36}, 128, 4, 2880, 0, ""},
+		// first_k_dense_replace 1 → 1 dense + 45 MoE; shared = 1 × 1408.
+		{"glm-4.5-air.json", FamilyMoE, 128, LayerCounts{FullAttention: 46, MoE: 45, DenseMLP: 1}, 128, 8, 1408, 1408, "bfloat16"},
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -17,6 +16,7 @@ var expertFields = []string{
 	"num_local_experts",                   // mixtral, gpt_oss, phimoe, granitemoe, minimax, llama4 text
 	"num_experts",                         // qwen2_moe, qwen3_moe, olmoe, jamba, bailing_moe, hunyuan
 	"moe_num_experts",                     // ernie4_5_moe
+	"n_experts",                           // some remote-code MoE configs
 	"num_experts_per_tok",                 // the top-k of most of the above
 	"experts_per_token",                   // gpt_oss
 	"moe_k",                               // ernie4_5_moe
@@ -29,11 +29,16 @@ var expertFields = []string{
 	"moe_shared_expert_intermediate_size", // nemotron_h
 }
 
-// parseUnknown plans an unknown model_type as a dense decoder and says so in
+// unknownFamily is the family of a model_type no family registers (or of
+// an absent one): planned as a dense standard decoder (llama's layers),
+// unless its config declares routed experts.
+type unknownFamily struct{ decoder }
+
+// parse plans an unknown model_type as a dense decoder and says so in
 // Notes. A config that declares routed experts is refused (ErrUnsupportedMoE):
 // as dense it would leave the experts out and seem to fit. A missing
 // standard field is an error that says why it was needed.
-func parseUnknown(r *fieldReader, c *ModelConfig) {
+func (unknownFamily) parse(r *fieldReader, c *ModelConfig) {
 	if r.err != nil { // model_type is not a string
 		return
 	}
@@ -89,20 +94,13 @@ func refuseUnknownMoE(r *fieldReader, c *ModelConfig, seen []string) {
 		is = "is absent"
 	} else {
 		value = clip(c.ModelType)
+		if _, known := families[c.ModelType]; known {
+			is = "is a dense model type in arena"
+		}
 	}
 	r.failWith("model_type", value, fmt.Sprintf("%s, and the config declares routed experts (%s): planned as dense, "+
 		"the experts would be left out of the weights, the buffers and the fit, and it would seem to fit; "+
 		"arena plans the model types %s: set model_type to one of them only if the model is built like it, "+
 		"or add a parser for this model type to arena",
 		is, strings.Join(seen, ", "), strings.Join(knownModelTypes(), ", ")), ErrUnsupportedMoE)
-}
-
-// knownModelTypes is every model_type ParseConfig has a parser for, sorted.
-func knownModelTypes() []string {
-	names := make([]string, 0, len(familyParsers))
-	for name := range familyParsers {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }

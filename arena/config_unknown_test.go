@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// glm45 is the path of GLM-4.5's config.json (model_type glm4_moe, 355B
-// parameters of which 160 routed experts per MoE layer), a model_type
-// arena has no parser for.
-var glm45 = filepath.Join("testdata", "glm-4.5-config.json")
+// acmeMoE is the path of an MoE config.json whose model_type, acme_moe, no
+// family registers: GLM-4.5's config (355B parameters, 160 routed experts
+// per MoE layer) under a made-up model_type and architecture.
+var acmeMoE = filepath.Join("testdata", "acme-moe-config.json")
 
 // assertUnsupportedMoE checks that err refuses an unknown MoE model_type
 // and that the message says each of wants.
@@ -32,10 +32,11 @@ func assertUnsupportedMoE(t *testing.T, err error, value any, wants ...string) {
 	}
 }
 
-// TestUnknownMoERefused: GLM-4.5 used to be planned as a 31.46B dense
-// model that fits one H200; it is refused, naming the expert fields.
+// TestUnknownMoERefused: an unknown MoE model_type (GLM-4.5's sizes) used
+// to be planned as a 31.46B dense model that fits one H200; it is refused,
+// naming the expert fields.
 func TestUnknownMoERefused(t *testing.T) {
-	data, err := os.ReadFile(glm45)
+	data, err := os.ReadFile(acmeMoE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +44,11 @@ func TestUnknownMoERefused(t *testing.T) {
 	if cfg != nil {
 		t.Errorf("ParseConfig returned a config: family %v, %d experts", cfg.Family, cfg.NumExperts)
 	}
-	assertUnsupportedMoE(t, err, "glm4_moe", "n_routed_experts = 160", "num_experts_per_tok = 8",
+	assertUnsupportedMoE(t, err, "acme_moe", "n_routed_experts = 160", "num_experts_per_tok = 8",
 		"moe_intermediate_size = 1536", "n_shared_experts = 1")
 
-	_, err = LoadConfig(glm45)
-	assertUnsupportedMoE(t, err, "glm4_moe", glm45, "n_routed_experts = 160")
+	_, err = LoadConfig(acmeMoE)
+	assertUnsupportedMoE(t, err, "acme_moe", acmeMoE, "n_routed_experts = 160")
 }
 
 func TestUnknownMoEFields(t *testing.T) {
@@ -59,6 +60,7 @@ func TestUnknownMoEFields(t *testing.T) {
 		{"num_local_experts", "8"},
 		{"num_experts", "64"},
 		{"moe_num_experts", "64"},
+		{"n_experts", "16"},
 		{"num_experts_per_tok", "8"},
 		{"experts_per_token", "4"},
 		{"moe_k", "8"},
@@ -77,6 +79,10 @@ func TestUnknownMoEFields(t *testing.T) {
 			assertUnsupportedMoE(t, err, "foo_moe", tt.field+" = "+tt.value)
 		})
 	}
+	t.Run("dense model_type llama with experts", func(t *testing.T) {
+		_, err := ParseConfig(mutate(t, llama, map[string]string{"num_local_experts": "8", "num_experts_per_tok": "2"}))
+		assertUnsupportedMoE(t, err, "llama", "is a dense model type in arena", "num_local_experts = 8")
+	})
 	t.Run("model_type absent", func(t *testing.T) {
 		_, err := ParseConfig(mutate(t, llama, map[string]string{"model_type": "", "n_routed_experts": "160"}))
 		assertUnsupportedMoE(t, err, nil, "is absent", "n_routed_experts = 160")

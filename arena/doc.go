@@ -2,14 +2,18 @@
 // touches a device. It is pure computation: no goroutines, no actors, no GPU.
 //
 //   - ParseConfig / LoadConfig read a Hugging Face config.json into a
-//     ModelConfig for every family gpuarena knows (dense Llama/Qwen3/Mixtral,
-//     Qwen3-MoE, gpt-oss, Qwen3-Next, DeepSeek-V3 and V4, Nemotron-H), and
-//     plan an unknown model_type with the standard dense fields as dense
-//     (one with routed-expert fields is refused: ErrUnsupportedMoE). Input
-//     is bounded before it is decoded (MaxConfigBytes, MaxLayers,
+//     ModelConfig for every model_type a family registers, and plan an
+//     unknown model_type with the standard dense fields as dense (one with
+//     routed-expert fields is refused: ErrUnsupportedMoE, whose message
+//     lists the registered model_types). Each family is one file,
+//     family_<name>.go: its model_type names, how its config is read, its
+//     attention kind (widths, KV bytes per token) and recurrent dims, and
+//     its weight tensors; the planner, the KV layout and the weight
+//     estimate read that spec (family_spec.go) and dispatch on nothing else.
+//     Input is bounded before it is decoded (MaxConfigBytes, MaxLayers,
 //     MaxArchitectures, MaxArrayEntries: ErrConfigTooLarge); LoadConfig
-//     takes a file or a model folder and refuses FIFOs, devices and
-//     sockets (ErrNotRegularFile).
+//     takes a file or a model folder and refuses FIFOs, devices and sockets
+//     (ErrNotRegularFile).
 //   - PlanFor sizes every intermediate buffer of one forward step (the buffer
 //     table: one rule per BufferID, in rules.go, each with the source of its
 //     formula) for the serving Options (max_batch_tokens, max_seq_len,

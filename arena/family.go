@@ -1,16 +1,18 @@
 package arena
 
-// Family is the architecture family of a model, derived from model_type; it
-// decides which config fields are read and which buffers exist.
+// Family is the architecture class of a model, set by the parser of its
+// model_type's family (family_<name>.go). It describes the model; what is
+// read and sized follows the family registered for the model_type, never
+// Family.
 type Family uint8
 
-// The families ParseConfig knows.
+// The architecture classes.
 const (
-	// FamilyDense: a standard decoder (llama, mistral, qwen2, qwen3) with a
-	// dense MLP in every layer; also any unknown model_type planned as dense.
+	// FamilyDense: a standard decoder with a dense MLP in every layer, such
+	// as llama and qwen3; also any unknown model_type planned as dense.
 	FamilyDense Family = iota + 1
-	// FamilyMoE: a standard decoder whose MLPs are routed experts (mixtral,
-	// qwen2_moe, qwen3_moe, gpt_oss).
+	// FamilyMoE: a standard decoder whose MLPs are routed experts in some or
+	// every layer, such as mixtral, qwen3_moe and gpt_oss.
 	FamilyMoE
 	// FamilyGDNHybrid: Gated DeltaNet linear attention mixed with gated full
 	// attention (qwen3_next).

@@ -3,20 +3,24 @@ package arena
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/big"
 	"slices"
-	"strconv"
+	"strings"
 )
 
 // DefaultGPUMemoryUtilization is the default fraction of the device's total
-// memory this process may hold (design.md §6).
+// memory this process may hold (design.md §6): what an unset
+// FitOptions.GPUMemoryUtilization, gpuarena.WithGPUMemoryUtilization,
+// gpuworker.WithGPUMemoryUtilization and arenactl's --gpu-memory-utilization
+// mean.
 const DefaultGPUMemoryUtilization = 0.90
 
-// DefaultReserveBytes is the default FitOptions.ReserveBytes, 1 GiB: memory
-// this process needs besides weights, arena, slabs and KV cache. On an
+// DefaultReserveBytes is what an unset FitOptions.ReserveBytes (and
+// arenactl fit without --reserve) reserves, 1 GiB: memory this process needs
+// besides weights, arena, slabs and KV cache. On an
 // H100/H200 the CUDA context with lazy module loading takes about 500 MiB;
 // cuBLAS/cuBLASLt keep a workspace per handle and stream (32 MiB on Hopper);
 // CUDA graphs captured for decode batch sizes keep their own pool (a few
@@ -24,10 +28,6 @@ const DefaultGPUMemoryUtilization = 0.90
 // granularity. 1 GiB covers these with a margin; measure and set
 // ReserveBytes for a tighter fit.
 const DefaultReserveBytes = 1 << 30
-
-// NoReserve as FitOptions.ReserveBytes reserves nothing (for a device
-// already measured with this process's context and graphs in place).
-const NoReserve = -1
 
 // fitUtilizationStep is the resolution of the suggested
 // gpu_memory_utilization: 1/10000.
@@ -42,14 +42,19 @@ type DeviceMemory struct {
 	FreeBytes int64 `json:"free_bytes"`
 }
 
-// FitOptions are Fit's knobs; the zero value takes every default.
+// FitOptions are Fit's knobs; the zero value takes every default. A nil
+// pointer field is unset and takes its default; a set one is taken as
+// given, 0 included (set one with Go's new: new(0.95), new(int64(0))).
 type FitOptions struct {
 	// GPUMemoryUtilization is the fraction of the device's total memory this
-	// process may hold, in (0, 1]; 0 means DefaultGPUMemoryUtilization.
-	GPUMemoryUtilization float64
+	// process may hold, in (0, 1]; nil means DefaultGPUMemoryUtilization.
+	// A set 0 is an error (see ValidateGPUMemoryUtilization).
+	GPUMemoryUtilization *float64
 	// ReserveBytes is held back for the CUDA context, library workspaces and
-	// CUDA graphs; 0 means DefaultReserveBytes, NoReserve means none.
-	ReserveBytes int64
+	// CUDA graphs, in bytes, ≥ 0; nil means DefaultReserveBytes, a set 0
+	// reserves nothing (for a device measured with this process's context
+	// and graphs already in place).
+	ReserveBytes *int64
 	// Weights chooses how the weights are sized (dtype override, MTP).
 	Weights WeightOptions
 	// ExcludeWeights leaves the weights out of the budget: they live on
@@ -88,7 +93,8 @@ type FitSuggestions struct {
 // (design.md §6). All sizes are in bytes. The budget is
 // ⌊gpu_memory_utilization × total⌋; memory used by others (total − free),
 // the weights, the arena, the slabs and the reserve count against it; what
-// they leave is the KV budget.
+// they leave is the KV budget. What others leave of it, ProcessBudgetBytes,
+// is Budget's result and the GPU worker's budget on the same device state.
 type FitReport struct {
 	// Fits: RequiredBytes ≤ BudgetBytes, i.e. at least one sequence of
 	// max_seq_len fits next to everything else.
@@ -100,8 +106,16 @@ type FitReport struct {
 	// Device is the device state the fit was computed for.
 	Device DeviceMemory `json:"device"`
 	// BudgetBytes is ⌊GPUMemoryUtilization × Device.TotalBytes⌋ (the
-	// utilization taken as its shortest decimal form, so 0.7 is exactly 7/10).
+	// utilization taken as its shortest decimal form, so 0.7 is exactly 7/10):
+	// what every process on the device may hold together.
 	BudgetBytes int64 `json:"budget_bytes"`
+	// ProcessBudgetBytes is BudgetBytes − UsedByOthersBytes, the most this
+	// process may hold: Budget(GPUMemoryUtilization, Device.TotalBytes,
+	// UsedByOthersBytes), which is what gpuworker.Worker.Budget reports for
+	// a worker started on this device state; 0 when others already hold all
+	// of BudgetBytes (Budget's *BudgetError; the fit then does not fit and
+	// Notes says so).
+	ProcessBudgetBytes int64 `json:"process_budget_bytes"`
 	// UsedByOthersBytes is Device.TotalBytes − Device.FreeBytes.
 	UsedByOthersBytes int64 `json:"used_by_others_bytes"`
 	// WeightBytes is Weights.Bytes, or 0 with FitOptions.ExcludeWeights.
@@ -115,8 +129,8 @@ type FitReport struct {
 	SlabBytes  int64 `json:"slab_bytes"`
 	// ReserveBytes is the reserve for the CUDA context, workspaces and graphs.
 	ReserveBytes int64 `json:"reserve_bytes"`
-	// KVBudgetBytes is BudgetBytes − UsedByOthersBytes − WeightBytes −
-	// ArenaBytes − SlabBytes − ReserveBytes, 0 when that is negative.
+	// KVBudgetBytes is ProcessBudgetBytes − WeightBytes − ArenaBytes −
+	// SlabBytes − ReserveBytes, 0 when that is negative.
 	KVBudgetBytes int64 `json:"kv_budget_bytes"`
 	// KV is the model's KV layout for the plan's kv_block_size.
 	KV KVLayout `json:"kv"`
@@ -176,9 +190,11 @@ func (r FitReport) MarshalJSON() ([]byte, error) {
 // weights are sized by EstimateWeights for one device (tensor parallelism
 // is out of scope). When it does not fit, Suggestions gives the largest
 // max_batch_tokens, the largest max_seq_len and the lowest
-// gpu_memory_utilization that would fit, each alone. Errors: an
-// *OptionError for gpu_memory_utilization outside (0, 1], reserve_bytes
-// below NoReserve, an unsupported weight_dtype, total_bytes ≤ 0 or
+// gpu_memory_utilization that would fit, each alone. Other processes that
+// hold all of the budget (Budget's *BudgetError) make a report that does
+// not fit, not an error. Errors: an *OptionError (errors.Is
+// ErrInvalidOption) for a set gpu_memory_utilization outside (0, 1], a
+// negative reserve_bytes, an unsupported weight_dtype, total_bytes ≤ 0 or
 // free_bytes outside [0, total_bytes]; a *ConfigError for a nil or
 // mismatched cfg; an *OverflowError; an error for a nil plan.
 func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitReport, error) {
@@ -200,7 +216,7 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 	if err != nil {
 		return nil, err
 	}
-	weights, err := EstimateWeights(cfg, o.Weights)
+	weights, err := EstimateWeights(cfg, o.weights)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +225,10 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 		return nil, err
 	}
 	f := &fitter{cfg: cfg, dev: dev, opts: o, weights: weights, layout: layout}
+	f.processBudget, err = Budget(o.utilization, dev.TotalBytes, dev.TotalBytes-dev.FreeBytes)
+	if err != nil && !errors.As(err, &f.noBudget) {
+		return nil, err
+	}
 	r, err := f.fit(plan)
 	if err != nil {
 		return nil, err
@@ -221,25 +241,32 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 	return r, nil
 }
 
+// fitParams are FitOptions resolved: every default filled, every value checked.
+type fitParams struct {
+	utilization    float64
+	reserveBytes   int64
+	weights        WeightOptions
+	excludeWeights bool
+}
+
 // resolve validates the options and fills their defaults.
-func (o FitOptions) resolve() (FitOptions, error) {
-	u := o.GPUMemoryUtilization
-	switch {
-	case u == 0:
-		o.GPUMemoryUtilization = DefaultGPUMemoryUtilization
-	case math.IsNaN(u) || u < 0 || u > 1:
-		return o, &OptionError{Option: "gpu_memory_utilization", Value: u, Reason: "must be in (0, 1] (0 means the default 0.9)"}
+func (o FitOptions) resolve() (fitParams, error) {
+	p := fitParams{utilization: DefaultGPUMemoryUtilization, reserveBytes: DefaultReserveBytes,
+		weights: o.Weights, excludeWeights: o.ExcludeWeights}
+	if o.GPUMemoryUtilization != nil {
+		if err := ValidateGPUMemoryUtilization(*o.GPUMemoryUtilization); err != nil {
+			return p, err
+		}
+		p.utilization = *o.GPUMemoryUtilization
 	}
-	switch {
-	case o.ReserveBytes == 0:
-		o.ReserveBytes = DefaultReserveBytes
-	case o.ReserveBytes == NoReserve:
-		o.ReserveBytes = 0
-	case o.ReserveBytes < 0:
-		return o, &OptionError{Option: "reserve_bytes", Value: o.ReserveBytes,
-			Reason: fmt.Sprintf("must not be negative (0 means the default %d, %d none)", DefaultReserveBytes, NoReserve)}
+	if o.ReserveBytes != nil {
+		if *o.ReserveBytes < 0 {
+			return p, &OptionError{Option: "reserve_bytes", Value: *o.ReserveBytes,
+				Reason: fmt.Sprintf("must not be negative; leave it unset for the default %d, set 0 for none", DefaultReserveBytes)}
+		}
+		p.reserveBytes = *o.ReserveBytes
 	}
-	return o, nil
+	return p, nil
 }
 
 // fitter holds what a fit and its suggestion searches share: everything
@@ -247,9 +274,13 @@ func (o FitOptions) resolve() (FitOptions, error) {
 type fitter struct {
 	cfg     *ModelConfig
 	dev     DeviceMemory
-	opts    FitOptions // resolved
+	opts    fitParams
 	weights *WeightReport
 	layout  KVLayout
+	// processBudget is Budget's result for dev, 0 after its *BudgetError;
+	// noBudget is that error, nil when there is a budget.
+	processBudget int64
+	noBudget      *BudgetError
 }
 
 // fit computes the report's numbers for plan (no Largest, Suggestions, Notes).
@@ -261,19 +292,20 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	}
 	r := &FitReport{
 		ModelType:            plan.ModelType,
-		GPUMemoryUtilization: f.opts.GPUMemoryUtilization,
+		GPUMemoryUtilization: f.opts.utilization,
 		Device:               f.dev,
-		BudgetBytes:          budget(f.opts.GPUMemoryUtilization, f.dev.TotalBytes),
+		BudgetBytes:          utilizationCap(f.opts.utilization, f.dev.TotalBytes),
+		ProcessBudgetBytes:   f.processBudget,
 		UsedByOthersBytes:    f.dev.TotalBytes - f.dev.FreeBytes,
 		Weights:              f.weights,
 		ArenaBytes:           pool.Bytes,
 		SlabBytes:            plan.SlabBytes,
-		ReserveBytes:         f.opts.ReserveBytes,
+		ReserveBytes:         f.opts.reserveBytes,
 		KV:                   f.layout,
 		KVBytesPerBlock:      f.layout.BytesPerBlock,
 		MaxSeqLen:            plan.Options.MaxSeqLen,
 	}
-	if !f.opts.ExcludeWeights {
+	if !f.opts.excludeWeights {
 		r.WeightBytes = f.weights.Bytes
 	}
 	r.MinKVBlocks, _ = f.layout.SeqBlocks(r.MaxSeqLen)
@@ -283,14 +315,14 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	if r.FixedBytesPerSeq, err = f.layout.FixedBytesPerSeq(r.MaxSeqLen); err != nil {
 		return nil, err
 	}
-	committed, err := CheckedSum(what+" committed bytes", r.UsedByOthersBytes, r.WeightBytes, r.ArenaBytes, r.SlabBytes, r.ReserveBytes)
+	own, err := CheckedSum(what+" this process's committed bytes", r.WeightBytes, r.ArenaBytes, r.SlabBytes, r.ReserveBytes)
 	if err != nil {
 		return nil, err
 	}
-	if r.RequiredBytes, err = CheckedAdd(what+" required bytes", committed, r.SeqBytes); err != nil {
+	if r.RequiredBytes, err = CheckedSum(what+" required bytes", r.UsedByOthersBytes, own, r.SeqBytes); err != nil {
 		return nil, err
 	}
-	r.KVBudgetBytes = max(r.BudgetBytes-committed, 0)
+	r.KVBudgetBytes = max(r.ProcessBudgetBytes-own, 0)
 	if r.SeqBytes > 0 {
 		r.MaxConcurrentSeqs = r.KVBudgetBytes / r.SeqBytes
 	}
@@ -312,13 +344,6 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	return r, nil
 }
 
-// budget is ⌊util × total⌋ computed exactly, util read as its shortest decimal.
-func budget(util float64, total int64) int64 {
-	u, _ := new(big.Rat).SetString(strconv.FormatFloat(util, 'g', -1, 64))
-	b := new(big.Rat).Mul(u, new(big.Rat).SetInt64(total))
-	return new(big.Int).Quo(b.Num(), b.Denom()).Int64() // util ≤ 1, so ≤ total
-}
-
 // largest is the three largest items of RequiredBytes, largest first (ties
 // in the order: others, weight groups, buffers in BufferID order, slabs,
 // reserve, KV).
@@ -330,7 +355,7 @@ func (f *fitter) largest(plan *Plan, r *FitReport) []FitItem {
 		}
 	}
 	push("used_by_others", "others", r.UsedByOthersBytes)
-	if !f.opts.ExcludeWeights {
+	if !f.opts.excludeWeights {
 		for _, g := range f.weights.Groups {
 			push("weights."+g.Name, "weights", g.Bytes)
 		}
@@ -394,8 +419,8 @@ func largestFitting(lo, hi int64, ok func(int64) bool) int64 {
 	return lo
 }
 
-// lowestUtilization is the lowest n/10000 ≤ 1 with budget(n/10000, total) ≥
-// required: n = ⌈required·10000 / total⌉; 0 when n > 10000.
+// lowestUtilization is the lowest n/10000 ≤ 1 with utilizationCap(n/10000,
+// total) ≥ required: n = ⌈required·10000 / total⌉; 0 when n > 10000.
 func lowestUtilization(required, total int64) float64 {
 	n := new(big.Int).Mul(big.NewInt(required), big.NewInt(fitUtilizationStep))
 	d := big.NewInt(total)
@@ -416,11 +441,14 @@ func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	for _, n := range plan.Notes {
 		add("plan: %s", n)
 	}
-	if r.UsedByOthersBytes > 0 {
-		add("%d B (%s) of the device are already in use by others and count against the budget of %d B",
-			r.UsedByOthersBytes, HumanBytes(r.UsedByOthersBytes), r.BudgetBytes)
+	switch {
+	case f.noBudget != nil:
+		add("%s", strings.TrimPrefix(f.noBudget.Error(), "arena: "))
+	case r.UsedByOthersBytes > 0:
+		add("%d B (%s) of the device are already in use by others and count against the budget of %d B, leaving %d B to this process",
+			r.UsedByOthersBytes, HumanBytes(r.UsedByOthersBytes), r.BudgetBytes, r.ProcessBudgetBytes)
 	}
-	if f.opts.ExcludeWeights {
+	if f.opts.excludeWeights {
 		add("the weights (%d B) are excluded: they are elsewhere or already counted as used", f.weights.Bytes)
 	} else {
 		add("weights: %d B (%s) for %d params",
@@ -482,6 +510,7 @@ func (r *FitReport) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.Bool("fits", r.Fits),
 		slog.Int64("budget_bytes", r.BudgetBytes),
+		slog.Int64("process_budget_bytes", r.ProcessBudgetBytes),
 		slog.Int64("used_by_others_bytes", r.UsedByOthersBytes),
 		slog.Int64("weight_bytes", r.WeightBytes),
 		slog.Int64("arena_bytes", r.ArenaBytes),

@@ -20,6 +20,8 @@ func checkFitInvariants(t testing.TB, r *FitReport) {
 	t.Helper()
 	committed := r.UsedByOthersBytes + r.WeightBytes + r.ArenaBytes + r.SlabBytes + r.ReserveBytes
 	switch {
+	case r.ProcessBudgetBytes != max(r.BudgetBytes-r.UsedByOthersBytes, 0):
+		t.Fatalf("process budget %d B, want max(budget %d B − others %d B, 0)", r.ProcessBudgetBytes, r.BudgetBytes, r.UsedByOthersBytes)
 	case r.Fits != (r.RequiredBytes <= r.BudgetBytes),
 		r.RequiredBytes != committed+r.SeqBytes,
 		r.KVBudgetBytes != max(r.BudgetBytes-committed, 0),
@@ -92,6 +94,9 @@ func TestFitLlamaOnH200(t *testing.T) {
 	if got := numbers(r); got != want {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
+	if r.ProcessBudgetBytes != 135_184_095_641 { // 136257837465 − 1073741824
+		t.Errorf("process budget %d B, want 135184095641", r.ProcessBudgetBytes)
+	}
 	wantLargest := []FitItem{{"weights.mlp", "weights", 11_274_289_152}, {"kv.one_sequence", "kv", 4_294_967_296},
 		{"weights.attention", "weights", 2_684_354_560}}
 	if !equalItems(r.Largest, wantLargest) {
@@ -100,7 +105,7 @@ func TestFitLlamaOnH200(t *testing.T) {
 	if r.GPUMemoryUtilization != 0.9 || r.KVBytesPerBlock != 2_097_152 || r.MinKVBlocks != 2048 || r.Weights == nil {
 		t.Errorf("%+v", *r)
 	}
-	for _, n := range []string{"1073741824 B (1.00 GiB) of the device are already in use by others",
+	for _, n := range []string{"1073741824 B (1.00 GiB) of the device are already in use by others and count against the budget of 136257837465 B, leaving 135184095641 B to this process",
 		"reserve: 1073741824 B", "tensor and expert parallelism are out of scope", "holds 26 of them"} {
 		if !hasNote(r.Notes, n) {
 			t.Errorf("no note %q in %q", n, r.Notes)
@@ -146,7 +151,7 @@ func TestFitGptOssOnH200(t *testing.T) {
 // TestFitNemotronNanoOnH100: Mamba-2 state, non-default options.
 func TestFitNemotronNanoOnH100(t *testing.T) {
 	dev := DeviceMemory{TotalBytes: h100Bytes, FreeBytes: h100Bytes - 2<<30}
-	fo := FitOptions{GPUMemoryUtilization: 0.85, ReserveBytes: 512 << 20}
+	fo := FitOptions{GPUMemoryUtilization: new(0.85), ReserveBytes: new(int64(512 << 20))}
 	plan, r := fitExample(t, "nemotron-3-nano-30b-a3b.json", Options{MaxSeqLen: 65536}, dev, fo)
 	pool, err := NewPoolLayout(plan)
 	if err != nil || r.ArenaBytes != pool.Bytes {
@@ -198,7 +203,11 @@ func TestFitSuggestions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fr, err := Fit(p, cfg, dev, FitOptions{GPUMemoryUtilization: util})
+		var fo FitOptions
+		if util != 0 {
+			fo.GPUMemoryUtilization = &util
+		}
+		fr, err := Fit(p, cfg, dev, fo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,15 +279,48 @@ func TestFitQwen3NextFP8(t *testing.T) {
 	}
 }
 
-// TestFitReserveAndUtilizationOptions: defaults, NoReserve, bounds.
+// TestFitReserveAndUtilizationOptions: unset options take their defaults,
+// a set 0 reserve reserves nothing, a set utilization is taken as given.
 func TestFitReserveAndUtilizationOptions(t *testing.T) {
 	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}
 	_, def := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{})
-	_, none := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{ReserveBytes: NoReserve})
-	_, one := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{GPUMemoryUtilization: 1})
-	if def.ReserveBytes != DefaultReserveBytes || none.ReserveBytes != 0 ||
-		none.KVBudgetBytes-def.KVBudgetBytes != DefaultReserveBytes || one.BudgetBytes != h200Bytes {
-		t.Errorf("reserve %d / %d, budget %d", def.ReserveBytes, none.ReserveBytes, one.BudgetBytes)
+	tests := []struct {
+		name                    string
+		opts                    FitOptions
+		wantReserve, wantBudget int64
+	}{
+		{"unset: 1 GiB reserve, 0.9", FitOptions{}, DefaultReserveBytes, 136_257_837_465},
+		{"reserve 0: none", FitOptions{ReserveBytes: new(int64(0))}, 0, 136_257_837_465},
+		{"reserve 512 MiB", FitOptions{ReserveBytes: new(int64(512 << 20))}, 512 << 20, 136_257_837_465},
+		{"utilization 1", FitOptions{GPUMemoryUtilization: new(1.0)}, DefaultReserveBytes, h200Bytes},
+		{"utilization 0.9 set", FitOptions{GPUMemoryUtilization: new(0.9)}, DefaultReserveBytes, 136_257_837_465},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, r := fitExample(t, "llama-3.1-8b.json", Options{}, dev, tt.opts)
+			if r.ReserveBytes != tt.wantReserve || r.BudgetBytes != tt.wantBudget ||
+				r.KVBudgetBytes-def.KVBudgetBytes != (DefaultReserveBytes-tt.wantReserve)+(tt.wantBudget-def.BudgetBytes) {
+				t.Errorf("reserve %d B, budget %d B, kv budget %d B; want reserve %d B, budget %d B",
+					r.ReserveBytes, r.BudgetBytes, r.KVBudgetBytes, tt.wantReserve, tt.wantBudget)
+			}
+		})
+	}
+}
+
+// TestFitNoBudgetLeft: other processes holding all of the budget make a
+// report that does not fit, with the process budget 0 and a note that says
+// what to change, not an error.
+func TestFitNoBudgetLeft(t *testing.T) {
+	// ⌊0.9 × 141 GiB⌋ = 136257837465 B; others hold 136257837466 B.
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes - 136_257_837_466}
+	_, r := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{})
+	if r.Fits || r.ProcessBudgetBytes != 0 || r.KVBudgetBytes != 0 || r.BudgetBytes != 136_257_837_465 {
+		t.Errorf("fits %v, process budget %d B, kv budget %d B, budget %d B; want no fit, 0, 0, 136257837465",
+			r.Fits, r.ProcessBudgetBytes, r.KVBudgetBytes, r.BudgetBytes)
+	}
+	want := "gpu_memory_utilization 0.9 of 151397597184 B is 136257837465 B, but other processes already hold 136257837466 B"
+	if !hasNote(r.Notes, want) || !hasNote(r.Notes, "raise gpu_memory_utilization to at least 0.9001") {
+		t.Errorf("notes %q: want %q and the utilization to raise to", r.Notes, want)
 	}
 }
 
@@ -318,10 +360,11 @@ func TestFitErrors(t *testing.T) {
 		opts   FitOptions
 		option string
 	}{
-		{"negative util", dev, FitOptions{GPUMemoryUtilization: -0.1}, "gpu_memory_utilization"},
-		{"util over 1", dev, FitOptions{GPUMemoryUtilization: 1.5}, "gpu_memory_utilization"},
-		{"NaN util", dev, FitOptions{GPUMemoryUtilization: math.NaN()}, "gpu_memory_utilization"},
-		{"negative reserve", dev, FitOptions{ReserveBytes: -2}, "reserve_bytes"},
+		{"zero util", dev, FitOptions{GPUMemoryUtilization: new(0.0)}, "gpu_memory_utilization"},
+		{"negative util", dev, FitOptions{GPUMemoryUtilization: new(-0.1)}, "gpu_memory_utilization"},
+		{"util over 1", dev, FitOptions{GPUMemoryUtilization: new(1.5)}, "gpu_memory_utilization"},
+		{"NaN util", dev, FitOptions{GPUMemoryUtilization: new(math.NaN())}, "gpu_memory_utilization"},
+		{"negative reserve", dev, FitOptions{ReserveBytes: new(int64(-1))}, "reserve_bytes"},
 		{"weight dtype", dev, FitOptions{Weights: WeightOptions{DType: U32}}, "weight_dtype"},
 		{"zero total", DeviceMemory{}, FitOptions{}, "total_bytes"},
 		{"free over total", DeviceMemory{TotalBytes: 10, FreeBytes: 11}, FitOptions{}, "free_bytes"},
@@ -387,19 +430,6 @@ func TestFitReportJSONAndLog(t *testing.T) {
 		if !strings.Contains(buf.String(), k) {
 			t.Errorf("log %s has no %s", buf.String(), k)
 		}
-	}
-}
-
-func TestBudgetIsExactDecimal(t *testing.T) {
-	// float64: 0.29 × 100 = 28.999999999999996; the budget reads 0.29 as 29/100.
-	if got := budget(0.29, 100); got != 29 {
-		t.Errorf("budget(0.29, 100) = %d, want 29", got)
-	}
-	if got := budget(1, math.MaxInt64); got != math.MaxInt64 {
-		t.Errorf("budget(1, MaxInt64) = %d", got)
-	}
-	if got := budget(0.9, 10); got != 9 {
-		t.Errorf("budget(0.9, 10) = %d, want 9", got)
 	}
 }
 

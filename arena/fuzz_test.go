@@ -24,7 +24,7 @@ var fuzzSeeds = []string{
 // typed one whose message stays bounded (values are cut); a plan's bytes
 // add up; Fit on a plan never panics.
 func FuzzParseAndPlan(f *testing.F) {
-	for _, path := range append(exampleConfigs(f), glm45) {
+	for _, path := range append(exampleConfigs(f), acmeMoE, glm45) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			f.Fatal(err)

@@ -10,11 +10,6 @@ import (
 // (see SSMStateDType).
 const KVDType = BF16
 
-// deepseekV4IndexerRatio is the compress ratio of the DeepSeek-V4 layers that
-// also run the lightning indexer and cache its keys (vLLM deepseek_v4.py
-// builds the indexer only on ratio-4 layers).
-const deepseekV4IndexerRatio = 4
-
 // KVLayout is what a model's KV cache and recurrent state cost, per token,
 // per block and per sequence, in bytes. Three kinds of per-sequence memory:
 //
@@ -92,9 +87,13 @@ func SSMStateDType(mambaSSMCacheDType string) (bytes int64, note string) {
 	}
 }
 
-// NewKVLayout computes cfg's KV layout for blocks of kvBlockSize tokens.
-// Errors: an *OptionError for kvBlockSize ≤ 0, a *ConfigError for a nil cfg,
-// an *OverflowError.
+// NewKVLayout computes cfg's KV layout for blocks of kvBlockSize tokens:
+// the paged and sliding layers and compressor state its family's attention
+// caches (attention.kv; gqa, mla and deepseekV4Attention say what per
+// token), and the GDN and Mamba-2 state of its recurrent layers. Errors:
+// an *OptionError for kvBlockSize ≤ 0, a *ConfigError for a nil cfg or one
+// that lacks the sub-config its family reads, an *OverflowError naming "kv
+// cache".
 func NewKVLayout(cfg *ModelConfig, kvBlockSize int64) (KVLayout, error) {
 	if cfg == nil {
 		return KVLayout{}, &ConfigError{Reason: "nil *ModelConfig"}
@@ -102,27 +101,14 @@ func NewKVLayout(cfg *ModelConfig, kvBlockSize int64) (KVLayout, error) {
 	if kvBlockSize <= 0 {
 		return KVLayout{}, &OptionError{Option: "kv_block_size", Value: kvBlockSize, Reason: "must be positive"}
 	}
-	k := &kvCalc{l: KVLayout{BlockTokens: kvBlockSize}}
-	c, l, dt := cfg, &k.l, KVDType.Size()
-	switch {
-	case c.MLA != nil:
-		l.PagedLayers = c.Counts.Attention()
-		l.BytesPerToken = k.mul(l.PagedLayers, k.add(c.MLA.KVLoRARank, c.MLA.QKRopeHeadDim), dt)
-		l.BytesPerBlock = k.mul(kvBlockSize, l.BytesPerToken)
-	case c.DeepSeekV4 != nil:
-		k.deepseekV4(c)
-	default:
-		kv := k.mul(2, c.NumKVHeads, c.HeadDim, dt) // K and V of one layer, one token
-		l.PagedLayers = c.Counts.FullAttention
-		l.BytesPerToken = k.mul(l.PagedLayers, kv)
-		l.BytesPerBlock = k.mul(kvBlockSize, l.BytesPerToken)
-		if c.Counts.SlidingAttention > 0 {
-			l.SlidingLayers, l.SlidingWindow = c.Counts.SlidingAttention, c.SlidingWindow
-			l.SlidingBytesPerToken = k.mul(l.SlidingLayers, kv)
-		}
+	_, shape, err := shapeOf(cfg)
+	if err != nil {
+		return KVLayout{}, err
 	}
-	l.SlidingBytesPerBlock = k.mul(kvBlockSize, l.SlidingBytesPerToken)
-	k.recurrent(c)
+	k := &kvCalc{sizer: sizer{what: "kv cache"}, l: KVLayout{BlockTokens: kvBlockSize}}
+	k.attention(shape.attn.kv(&k.sizer))
+	k.recurrent(cfg, shape)
+	l := &k.l
 	l.StateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, l.SSMStateBytesPerSeq, l.CompressorStateBytesPerSeq)
 	if k.err != nil {
 		return KVLayout{}, k.err
@@ -130,78 +116,54 @@ func NewKVLayout(cfg *ModelConfig, kvBlockSize int64) (KVLayout, error) {
 	return k.l, nil
 }
 
-// kvCalc is NewKVLayout's overflow-checked arithmetic.
+// kvCalc is NewKVLayout's layout under construction and its
+// overflow-checked arithmetic.
 type kvCalc struct {
-	l   KVLayout
-	err error
+	sizer
+	l KVLayout
 }
 
-// mul is the checked product of xs; 0 after an overflow.
-func (k *kvCalc) mul(xs ...int64) int64 {
-	if k.err != nil {
-		return 0
+// attention fills the paged and sliding parts and the compressor state
+// from kv. Per layer of a paged group of ratio r and width w: ⌈w·2 B / r⌉
+// per token and ⌈BlockTokens/r⌉·w·2 B per block; per sliding layer w·2 B
+// per token.
+func (k *kvCalc) attention(kv kvShape) {
+	l, dt, b := &k.l, KVDType.Size(), k.l.BlockTokens
+	for _, g := range kv.paged {
+		l.PagedLayers = k.add(l.PagedLayers, g.layers)
+		l.BytesPerToken = k.add(l.BytesPerToken, k.mul(g.layers, ceilDiv(k.mul(g.width, dt), g.ratio)))
+		l.BytesPerBlock = k.add(l.BytesPerBlock, k.mul(ceilDiv(b, g.ratio), k.mul(g.layers, g.width, dt)))
 	}
-	v, err := CheckedProduct("kv cache", xs...)
-	k.err = err
-	return v
-}
-
-// add is the checked sum of xs; 0 after an overflow.
-func (k *kvCalc) add(xs ...int64) int64 {
-	if k.err != nil {
-		return 0
+	if s := kv.sliding; s.layers > 0 {
+		l.SlidingLayers, l.SlidingWindow = s.layers, kv.window
+		l.SlidingBytesPerToken = k.mul(s.layers, k.mul(s.width, dt))
 	}
-	v, err := CheckedSum("kv cache", xs...)
-	k.err = err
-	return v
+	l.SlidingBytesPerBlock = k.mul(b, l.SlidingBytesPerToken)
+	l.CompressorStateBytesPerSeq = kv.compressorState
 }
 
-// deepseekV4 fills the compressed (paged), sliding and compressor-state
-// parts of a DeepSeek-V4 layout. Per block of b tokens a layer of ratio r
-// holds ⌈b/r⌉ latents of head_dim (+ index_head_dim on ratio-4 layers);
-// every attention layer keeps a head_dim window of sliding_window tokens.
-func (k *kvCalc) deepseekV4(c *ModelConfig) {
-	v, l, dt, b := c.DeepSeekV4, &k.l, KVDType.Size(), k.l.BlockTokens
-	for _, r := range v.CompressRatios {
-		if r <= 1 {
-			continue
-		}
-		w, coff := c.HeadDim, int64(1)
-		state := int64(0)
-		if r == deepseekV4IndexerRatio {
-			w, coff = k.add(w, v.IndexHeadDim), 2
-			state = k.mul(coff, r, 2, coff, v.IndexHeadDim, F32.Size()) // the indexer's compressor
-		}
-		l.PagedLayers++
-		l.BytesPerToken = k.add(l.BytesPerToken, ceilDiv(k.mul(w, dt), r))
-		l.BytesPerBlock = k.add(l.BytesPerBlock, k.mul(ceilDiv(b, r), w, dt))
-		l.CompressorStateBytesPerSeq = k.add(l.CompressorStateBytesPerSeq, state, k.mul(coff, r, 2, coff, c.HeadDim, F32.Size()))
-	}
-	l.SlidingLayers, l.SlidingWindow = c.Counts.Attention(), c.SlidingWindow
-	l.SlidingBytesPerToken = k.mul(l.SlidingLayers, c.HeadDim, dt) // one latent, K = V
-}
-
-// recurrent fills the GDN and Mamba-2 conv and SSM state.
-func (k *kvCalc) recurrent(c *ModelConfig) {
+// recurrent fills the GDN and Mamba-2 conv and SSM state of cfg's
+// recurrent layers, with the dims shape gives.
+func (k *kvCalc) recurrent(cfg *ModelConfig, shape modelShape) {
 	l, dt := &k.l, KVDType.Size()
-	gdn := c.GDN != nil && c.Counts.GDN > 0
-	mamba := c.Mamba != nil && c.Counts.Mamba2 > 0
+	gdn := shape.gdn != nil && cfg.Counts.GDN > 0
+	mamba := shape.mamba != nil && cfg.Counts.Mamba2 > 0
 	if !gdn && !mamba {
 		return
 	}
-	ssm, note := SSMStateDType(c.MambaSSMCacheDType)
+	ssm, note := SSMStateDType(cfg.MambaSSMCacheDType)
 	if note != "" {
 		l.Notes = append(l.Notes, note)
 	}
 	if gdn {
-		g, n := c.GDN, c.Counts.GDN
+		g, n := shape.gdn, cfg.Counts.GDN
 		convDim := k.add(k.mul(2, g.NumKeyHeads, g.KeyHeadDim), k.mul(g.NumValueHeads, g.ValueHeadDim))
 		l.StateLayers += n
 		l.ConvStateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, k.mul(n, convDim, max(g.ConvKernel-1, 0), dt))
 		l.SSMStateBytesPerSeq = k.add(l.SSMStateBytesPerSeq, k.mul(n, g.NumValueHeads, g.KeyHeadDim, g.ValueHeadDim, ssm))
 	}
 	if mamba {
-		m, n := c.Mamba, c.Counts.Mamba2
+		m, n := shape.mamba, cfg.Counts.Mamba2
 		convDim := k.add(m.DInner, k.mul(2, m.NumGroups, m.StateSize))
 		l.StateLayers += n
 		l.ConvStateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, k.mul(n, convDim, max(m.ConvKernel-1, 0), dt))
@@ -262,9 +224,8 @@ func (l KVLayout) FixedBytesPerSeq(seqLen int64) (int64, error) {
 //     (head_dim + index_head_dim on ratio-4 layers) × 2 B.
 //
 // Sliding-window and recurrent state are per sequence, not per block (see
-// KVLayout). It is 0 for a model without paged layers. Errors: an
-// *OptionError for kvBlockSize ≤ 0, a *ConfigError for a nil cfg, an
-// *OverflowError.
+// KVLayout). It is 0 for a model without paged layers. Errors: those of
+// NewKVLayout.
 func KVBytesPerBlock(cfg *ModelConfig, kvBlockSize int64) (int64, error) {
 	l, err := NewKVLayout(cfg, kvBlockSize)
 	return l.BytesPerBlock, err

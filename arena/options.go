@@ -1,7 +1,10 @@
 package arena
 
 // Options are the serving options that size the arena. The zero value of a
-// field means "use the default"; DefaultOptions returns the defaults spelled out.
+// field means "use the default", except KMax, whose 0 is a value of its own
+// and which is therefore a pointer: nil is unset. DefaultOptions returns the
+// defaults spelled out. Options holds a pointer, so compare two with their
+// fields, not ==.
 type Options struct {
 	// MaxBatchTokens (max_batch_tokens, M) is the most tokens one forward step
 	// processes, prefill and decode together. Default 8192.
@@ -14,8 +17,11 @@ type Options struct {
 	// MaxBatchSize (max_batch_size) is the most sequences in one decode step.
 	// Default min(256, MaxBatchTokens).
 	MaxBatchSize int64
-	// KMax (k_max) is the number of speculative tokens verified per step. Default 3.
-	KMax int64
+	// KMax (k_max) is the number of speculative tokens verified per step,
+	// ≥ 0: nil means DefaultKMax (3), a set 0 means no speculative decoding
+	// (KMax: new(int64(0))). Resolve returns it set, never nil, pointing to
+	// a copy of its own.
+	KMax *int64
 	// LoRAMaxRank (lora_max_rank) is the largest LoRA adapter rank; 0 means no LoRA scratch.
 	LoRAMaxRank int64
 	// FP8Rowwise turns on FP8 row-wise GDN weights, which need the row-wise slab.
@@ -40,6 +46,6 @@ func DefaultOptions() Options {
 		MaxBatchTokens: DefaultMaxBatchTokens,
 		KVBlockSize:    DefaultKVBlockSize,
 		MaxBatchSize:   DefaultMaxBatchSize,
-		KMax:           DefaultKMax,
+		KMax:           new(int64(DefaultKMax)),
 	}
 }

@@ -12,10 +12,18 @@ const SlabSSMRowwiseW = "ssm_rowwise_w_bf16"
 // in bytes. It touches no device. Errors: an *OptionError for a bad option
 // (see Options.Resolve and NewDecodeMetaLayout), an *OverflowError naming the
 // buffer whose size overflows int64, a *ConfigError for a nil or
-// hand-built ModelConfig whose sizes are not positive.
+// hand-built ModelConfig whose sizes are not positive or that lacks the
+// sub-config its model_type's family reads.
 func PlanFor(cfg *ModelConfig, opts Options) (*Plan, error) {
 	if err := cfg.checkSizes(); err != nil {
 		return nil, err
+	}
+	_, shape, err := shapeOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if m := shape.mamba; m != nil && m.ChunkSize <= 0 {
+		return nil, &ConfigError{Field: "chunk_size", Value: m.ChunkSize, Reason: "must be positive"}
 	}
 	o, err := opts.Resolve(cfg)
 	if err != nil {
@@ -31,7 +39,7 @@ func PlanFor(cfg *ModelConfig, opts Options) (*Plan, error) {
 		Options:    o,
 		DecodeMeta: meta,
 	}
-	p := &planner{cfg: cfg, opts: o, meta: meta}
+	p := &planner{cfg: cfg, shape: shape, opts: o, meta: meta}
 	for _, id := range BufferIDs() {
 		p.what = id.String()
 		s := rules[id](p)
@@ -52,7 +60,7 @@ func PlanFor(cfg *ModelConfig, opts Options) (*Plan, error) {
 	}
 	if o.FP8Rowwise {
 		if p.hasGDN() {
-			slab, err := rowwiseSlab(cfg)
+			slab, err := rowwiseSlab(cfg, shape.gdn)
 			if err != nil {
 				return nil, err
 			}
@@ -72,11 +80,11 @@ func PlanFor(cfg *ModelConfig, opts Options) (*Plan, error) {
 	return plan, nil
 }
 
-// rowwiseSlab sizes ssm_rowwise_w_bf16: num_GDN_layers × (in_proj_qkvz
-// [H, 2·nk·dk + 2·nv·dv] + out_proj [nv·dv, H]) BF16 (design.md §5).
-func rowwiseSlab(cfg *ModelConfig) (SlabSpec, error) {
-	p := &planner{cfg: cfg, what: SlabSSMRowwiseW}
-	g := cfg.GDN
+// rowwiseSlab sizes ssm_rowwise_w_bf16 for the GDN dims g: num_GDN_layers
+// × (in_proj_qkvz [H, 2·nk·dk + 2·nv·dv] + out_proj [nv·dv, H]) BF16
+// (design.md §5).
+func rowwiseSlab(cfg *ModelConfig, g *GDNConfig) (SlabSpec, error) {
+	p := &planner{sizer: sizer{what: SlabSSMRowwiseW}, cfg: cfg, shape: modelShape{gdn: g}}
 	perLayer := p.add(p.mul(cfg.HiddenSize, p.gdnQKVZ()), p.mul(g.NumValueHeads, g.ValueHeadDim, cfg.HiddenSize))
 	bytes := p.mul(cfg.Counts.GDN, perLayer, BF16.Size())
 	if p.err != nil {
@@ -86,7 +94,9 @@ func rowwiseSlab(cfg *ModelConfig) (SlabSpec, error) {
 }
 
 // checkSizes rejects a nil ModelConfig, or one built by hand whose sizes the
-// rules multiply or divide by are not positive (ParseConfig never returns one).
+// rules multiply or divide by are not positive (ParseConfig never returns
+// one); PlanFor checks the Mamba-2 chunk_size, which its family's shape
+// gives, after it.
 func (c *ModelConfig) checkSizes() error {
 	if c == nil {
 		return &ConfigError{Reason: "nil *ModelConfig"}
@@ -101,12 +111,6 @@ func (c *ModelConfig) checkSizes() error {
 		{"num_key_value_heads", c.NumKVHeads},
 		{"head_dim", c.HeadDim},
 		{"vocab_size", c.VocabSize},
-	}
-	if c.Mamba != nil {
-		fields = append(fields, struct {
-			name string
-			v    int64
-		}{"chunk_size", c.Mamba.ChunkSize})
 	}
 	for _, f := range fields {
 		if f.v <= 0 {

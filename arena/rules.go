@@ -37,6 +37,28 @@ const (
 	Q8KBlockBytes = 292
 )
 
+// traits are a buffer's properties that no model changes: what a build must
+// do with the buffer besides allocating it. The zero value is a buffer that
+// is only allocated.
+type traits struct {
+	// zeroFill: the build zero-fills the buffer after allocating it, before
+	// the first forward step (BufferID.ZeroFill).
+	zeroFill bool
+}
+
+// bufferTraits is the buffer table's second column: each BufferID's traits,
+// the zero value for a buffer not listed.
+var bufferTraits = [NumBuffers]traits{
+	// design.md §5: "[max_dim] BF16, zero-filled after allocation".
+	NormUnitW: {zeroFill: true},
+}
+
+// ZeroFill reports whether a build must zero-fill the buffer after
+// allocating it, before the first forward step (design.md §5: norm_unit_w),
+// when the plan has it present. It is a property of the buffer, not of the
+// model; false for an id ≥ NumBuffers.
+func (id BufferID) ZeroFill() bool { return id < NumBuffers && bufferTraits[id].zeroFill }
+
 // rules is the buffer table of design.md §5: one rule per BufferID.
 // M = max_batch_tokens, H = hidden_size, D = head_dim, etc. as in §5.
 var rules = [NumBuffers]rule{
@@ -46,7 +68,7 @@ var rules = [NumBuffers]rule{
 	NormOutput:   hiddenRows,
 	MoEOutput:    hiddenRows,
 
-	// [M, qkvWidth] BF16; see planner.qkvWidth for each attention kind.
+	// [M, qkvWidth] BF16; see attention.qkvWidth for each attention kind.
 	QKVOutput: func(p *planner) bufferShape {
 		if !p.hasAttention() {
 			return absent("no attention layers")
@@ -94,7 +116,7 @@ var rules = [NumBuffers]rule{
 		if !p.hasGDN() {
 			return absent("no GDN layers")
 		}
-		return shape(BF16, p.m(), p.mul(2, p.cfg.GDN.NumValueHeads))
+		return shape(BF16, p.m(), p.mul(2, p.shape.gdn.NumValueHeads))
 	},
 	// [M, 2·nv] F32: the decay gate g = −exp(A_log)·softplus(a + dt_bias) and
 	// beta = sigmoid(b), one of each per token and value head
@@ -105,7 +127,7 @@ var rules = [NumBuffers]rule{
 		if !p.hasGDN() {
 			return absent("no GDN layers")
 		}
-		return shape(F32, p.m(), p.mul(2, p.cfg.GDN.NumValueHeads))
+		return shape(F32, p.m(), p.mul(2, p.shape.gdn.NumValueHeads))
 	},
 	// [M, conv_dim] F32, the causal conv1d output. GDN (modeling_qwen3_next.py
 	// conv_dim): 2·nk·dk + nv·dv; Mamba-2 (modeling_nemotron_h.py conv_dim):
@@ -113,11 +135,11 @@ var rules = [NumBuffers]rule{
 	SSMConvOutF32: func(p *planner) bufferShape {
 		var w int64
 		if p.hasGDN() {
-			g := p.cfg.GDN
+			g := p.shape.gdn
 			w = p.add(p.mul(2, g.NumKeyHeads, g.KeyHeadDim), p.mul(g.NumValueHeads, g.ValueHeadDim))
 		}
 		if p.hasMamba() {
-			m := p.cfg.Mamba
+			m := p.shape.mamba
 			w = max(w, p.add(m.DInner, p.mul(2, m.NumGroups, m.StateSize)))
 		}
 		if w == 0 {
@@ -149,11 +171,10 @@ var rules = [NumBuffers]rule{
 	// [M, o_groups·o_lora_rank] BF16: the grouped O-projection's first stage
 	// (vLLM deepseek_v4.py wo_a), DeepSeek-V4 only.
 	OLatent: func(p *planner) bufferShape {
-		v := p.cfg.DeepSeekV4
-		if v == nil {
+		if p.shape.oGroups == 0 {
 			return absent("no grouped O-projection (o_groups)")
 		}
-		return shape(BF16, p.m(), p.mul(v.OGroups, v.OLoRARank))
+		return shape(BF16, p.m(), p.mul(p.shape.oGroups, p.shape.oLoRARank))
 	},
 
 	// [max_dim] BF16 of ones for weightless norms; max_dim is planner.normDim.
@@ -192,7 +213,7 @@ var rules = [NumBuffers]rule{
 		if !p.hasGDN() {
 			return absent("no GDN layers")
 		}
-		g := p.cfg.GDN
+		g := p.shape.gdn
 		if g.KeyHeadDim != FLAHeadDim || g.ValueHeadDim != FLAHeadDim {
 			return absent("GDN linear heads are not 128-dim")
 		}
@@ -212,7 +233,7 @@ var rules = [NumBuffers]rule{
 		if !p.hasMamba() {
 			return absent("no Mamba-2 layers")
 		}
-		m := p.cfg.Mamba
+		m := p.shape.mamba
 		chunks := ceilDiv(p.m(), m.ChunkSize)
 		dt := p.mul(m.NumHeads, chunks, m.ChunkSize)
 		cb := p.mul(m.NumGroups, chunks, m.ChunkSize, m.ChunkSize)
@@ -313,17 +334,12 @@ func expertRows(p *planner, width int64) bufferShape {
 	if !p.hasMoE() {
 		return absent("no MoE layers")
 	}
-	k2 := max(p.opts.KMax, p.m())
+	k2 := max(*p.opts.KMax, p.m()) // Resolve sets KMax
 	return shape(BF16, p.mul(k2, p.cfg.NumExpertsPerTok), width)
 }
 
 // hcMult is hc_mult, 0 without hyper-connections.
-func hcMult(p *planner) int64 {
-	if p.cfg.DeepSeekV4 == nil {
-		return 0
-	}
-	return p.cfg.DeepSeekV4.HCMult
-}
+func hcMult(p *planner) int64 { return p.shape.hcMult }
 
 // denseOnly is why the dense-FFN scratch is absent, "" when present.
 func denseOnly(p *planner) string {

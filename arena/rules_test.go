@@ -26,6 +26,23 @@ func TestEveryBufferHasRuleAndName(t *testing.T) {
 	}
 }
 
+// Zero-fill is a property of the buffer (design.md §5): norm_unit_w, and
+// only it, is zero-filled after allocation.
+func TestZeroFill(t *testing.T) {
+	var filled []string
+	for _, id := range BufferIDs() {
+		if id.ZeroFill() {
+			filled = append(filled, id.String())
+		}
+	}
+	if len(filled) != 1 || filled[0] != "norm_unit_w" {
+		t.Errorf("zero-filled buffers %q, want [norm_unit_w]", filled)
+	}
+	if NumBuffers.ZeroFill() || BufferID(255).ZeroFill() {
+		t.Error("an id past the table is zero-filled")
+	}
+}
+
 // handSizes are the bytes of the key buffers at default options (M = 8192),
 // worked out by hand; 0 means absent.
 type handSizes struct {
@@ -131,6 +148,14 @@ func TestPlanKeyBuffersByHand(t *testing.T) {
 			gate:   188743680,  // 32768 rows × 2880 × 2
 			up:     188743680,  // same as gate
 			down:   188743680,  // 32768 × 2880 × 2
+		},
+		"glm-4.5-air.json": {
+			hidden: 67108864,   // 8192 × 4096 × 2
+			logits: 2483027968, // 8192 × 151552 × 2
+			qkv:    234881024,  // 8192 × (96 + 2·8)·128 = 8192 × 14336 × 2
+			gate:   184549376,  // k2·K = 8192·8 = 65536 rows × Im 1408 × 2
+			up:     184549376,  // same as gate
+			down:   536870912,  // 65536 × H 4096 × 2
 		},
 	}
 	for _, path := range exampleConfigs(t) {
@@ -317,9 +342,13 @@ func TestPlanOptionsResolved(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, plan := planExample(t, tt.file, Options{})
-		want := Options{MaxBatchTokens: 8192, MaxSeqLen: tt.maxSeqLen, KVBlockSize: 16, MaxBatchSize: 256, KMax: 3}
-		if plan.Options != want {
-			t.Errorf("%s: options %+v, want %+v", tt.file, plan.Options, want)
+		got := plan.Options
+		if got.KMax == nil || *got.KMax != 3 {
+			t.Errorf("%s: k_max %v, want 3", tt.file, got.KMax)
+		}
+		got.KMax = nil // compared above: == would compare the pointer
+		if want := (Options{MaxBatchTokens: 8192, MaxSeqLen: tt.maxSeqLen, KVBlockSize: 16, MaxBatchSize: 256}); got != want {
+			t.Errorf("%s: options %+v, want %+v", tt.file, got, want)
 		}
 	}
 	cfg := loadExample(t, "llama-3.1-8b.json")
@@ -355,7 +384,7 @@ func TestPlanOptionErrors(t *testing.T) {
 		{Options{MaxSeqLen: -1}, "max_seq_len"},
 		{Options{KVBlockSize: -16}, "kv_block_size"},
 		{Options{MaxBatchSize: -2}, "max_batch_size"},
-		{Options{KMax: -3}, "k_max"},
+		{Options{KMax: new(int64(-3))}, "k_max"},
 		{Options{LoRAMaxRank: -8}, "lora_max_rank"},
 		{Options{MaxBatchTokens: 128, MaxBatchSize: 256}, "max_batch_size"}, // 256 sequences > 128 tokens
 		{Options{MaxBatchSize: MaxDecodeRows + 1}, "max_batch_size"},        // past the decode metadata maximum
@@ -366,6 +395,40 @@ func TestPlanOptionErrors(t *testing.T) {
 		if !errors.Is(err, ErrInvalidOption) || !errors.As(err, &oe) || oe.Option != tt.option {
 			t.Errorf("PlanFor(%+v) err = %v, want *OptionError for %s", tt.opts, err, tt.option)
 		}
+	}
+}
+
+// k_max: unset is the default 3, a set 0 is no speculative decoding (the
+// expert rows are M's alone), a set value is taken as given; the plan keeps
+// its own copy.
+func TestPlanKMax(t *testing.T) {
+	cfg := loadExample(t, "deepseek-v3.json")
+	// M = 2, so k2 = max(k_max, M) shows k_max. expert_gate_out is [k2·K, Im] BF16.
+	rowBytes := cfg.NumExpertsPerTok * cfg.MoEIntermediateSize * 2
+	tests := []struct {
+		name   string
+		kMax   *int64
+		want   int64 // resolved k_max
+		wantK2 int64
+	}{
+		{"unset is 3", nil, 3, 3},
+		{"0 is no speculative decoding", new(int64(0)), 0, 2},
+		{"1 is below M", new(int64(1)), 1, 2},
+		{"5", new(int64(5)), 5, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := PlanFor(cfg, Options{MaxBatchTokens: 2, KMax: tt.kMax})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := plan.Options.KMax; k == nil || *k != tt.want || (tt.kMax != nil && k == tt.kMax) {
+				t.Fatalf("resolved k_max %v (%p, given %p), want %d in a copy of its own", k, k, tt.kMax, tt.want)
+			}
+			if got := plan.Buffers[ExpertGateOut].Bytes; got != tt.wantK2*rowBytes {
+				t.Errorf("expert_gate_out %d B, want k2 %d × %d B", got, tt.wantK2, rowBytes)
+			}
+		})
 	}
 }
 

@@ -198,26 +198,32 @@ func nonNilSlice[T any](s []T) []T {
 	return s
 }
 
-// EstimateWeights sizes cfg's weights tensor by tensor (design note in
-// weights_families.go): embeddings, attention of each kind, GDN and Mamba-2
+// EstimateWeights sizes cfg's weights tensor by tensor, as its model_type's
+// family composes them (familySpec.layers; the shared conventions are in
+// weights_blocks.go): embeddings, attention of each kind, GDN and Mamba-2
 // mixers, dense MLPs, routed and shared experts, routers, norms, the LM head
 // unless tie_word_embeddings, and the MTP layers apart. Formats come from
 // torch_dtype, quantization_config (fp8 with weight_block_size, mxfp4) and
-// expert_dtype, or opts.DType. Errors: a *ConfigError for a nil cfg, an
-// *OptionError for an unsupported opts.DType, an *OverflowError.
+// expert_dtype, or opts.DType. Errors: a *ConfigError for a nil cfg or one
+// that lacks the sub-config its family reads, an *OptionError for an
+// unsupported opts.DType, an *OverflowError.
 func EstimateWeights(cfg *ModelConfig, opts WeightOptions) (*WeightReport, error) {
 	if cfg == nil {
 		return nil, &ConfigError{Reason: "nil *ModelConfig"}
+	}
+	spec, _, err := shapeOf(cfg)
+	if err != nil {
+		return nil, err
 	}
 	f, notes, err := resolveFormats(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	w := &weightBuilder{cfg: cfg, f: f}
-	w.model()
+	w := &weightBuilder{sizer: sizer{what: "weight shape"}, cfg: cfg, f: f}
+	w.model(spec)
 	main := w.tensors
 	w.tensors = nil
-	mtpLayers := w.mtp()
+	mtpLayers := w.mtp(spec)
 	mtp := w.tensors
 	if w.err != nil {
 		return nil, w.err
@@ -247,7 +253,7 @@ func EstimateWeights(cfg *ModelConfig, opts WeightOptions) (*WeightReport, error
 
 // sum fills the groups and totals from Tensors and MTPTensors.
 func (r *WeightReport) sum() error {
-	var s weightSummer
+	s := sizer{what: "weight totals"}
 	idx := map[string]int{}
 	for _, t := range r.Tensors {
 		i, ok := idx[t.Group]
@@ -256,14 +262,14 @@ func (r *WeightReport) sum() error {
 			idx[t.Group] = i
 			r.Groups = append(r.Groups, WeightGroup{Name: t.Group})
 		}
-		s.add(&r.Groups[i], t)
+		r.Groups[i].addTensor(&s, t)
 		if t.Group == "embedding" {
-			s.addParams(&r.EmbeddingParams, t.Params)
+			r.EmbeddingParams = s.add(r.EmbeddingParams, t.Params)
 		}
 	}
 	mtp := WeightGroup{Name: "mtp"}
 	for _, t := range r.MTPTensors {
-		s.add(&mtp, t)
+		mtp.addTensor(&s, t)
 	}
 	r.MTPParams, r.MTPBytes = mtp.Params, mtp.Bytes
 	counted := r.Tensors
@@ -273,9 +279,9 @@ func (r *WeightReport) sum() error {
 	}
 	var total, lookups WeightGroup
 	for _, t := range counted {
-		s.add(&total, t)
+		total.addTensor(&s, t)
 		if t.Lookup {
-			s.add(&lookups, t)
+			lookups.addTensor(&s, t)
 		}
 	}
 	r.TotalParams, r.ActiveParams, r.Bytes = total.Params, total.ActiveParams, total.Bytes
@@ -283,21 +289,11 @@ func (r *WeightReport) sum() error {
 	return s.err
 }
 
-// weightSummer adds tensors into groups, keeping the first overflow.
-type weightSummer struct{ err error }
-
-// add adds t's params, active params and bytes to g.
-func (s *weightSummer) add(g *WeightGroup, t WeightTensor) {
-	s.addParams(&g.Params, t.Params)
-	s.addParams(&g.ActiveParams, t.ActiveParams)
-	s.addParams(&g.Bytes, t.Bytes)
-}
-
-// addParams adds v to *dst, overflow-checked.
-func (s *weightSummer) addParams(dst *int64, v int64) {
-	if s.err == nil {
-		*dst, s.err = CheckedAdd("weight totals", *dst, v)
-	}
+// addTensor adds t's params, active params and bytes to g, through s.
+func (g *WeightGroup) addTensor(s *sizer, t WeightTensor) {
+	g.Params = s.add(g.Params, t.Params)
+	g.ActiveParams = s.add(g.ActiveParams, t.ActiveParams)
+	g.Bytes = s.add(g.Bytes, t.Bytes)
 }
 
 // tensorKind says how a tensor's format is chosen.
@@ -403,51 +399,45 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 	return f, notes, nil
 }
 
-// weightBuilder collects tensors; arithmetic keeps the first overflow in err.
+// weightBuilder collects tensors. Its sizer ("weight shape") checks the
+// arithmetic of the families' shapes and also keeps the first failure of a
+// tensor (an *OverflowError naming "weight <tensor>").
 type weightBuilder struct {
+	sizer
 	cfg     *ModelConfig
 	f       formats
 	group   string // when set, every tensor's group (the MTP layers: "mtp")
 	tensors []WeightTensor
 	notes   []string
-	err     error
 }
 
-// add records count instances (active of them read per token) of a tensor.
-func (w *weightBuilder) add(name, group string, kind tensorKind, count, active int64, shape ...int64) {
+// tensor records count instances (active of them read per token) of a
+// tensor of the given shape, stored as kind's format. A count ≤ 0 or a
+// zero-sized shape records nothing.
+func (w *weightBuilder) tensor(name, group string, kind tensorKind, count, active int64, shape ...int64) {
 	if w.err != nil || count <= 0 {
 		return
 	}
 	if w.group != "" {
 		group = w.group
 	}
-	what := "weight " + name
-	per, err := CheckedProduct(what, shape...)
-	if err != nil {
-		w.err = err
-		return
-	}
-	if per == 0 {
+	s := sizer{what: "weight " + name}
+	per := s.mul(shape...)
+	if s.err != nil || per == 0 {
+		w.err = s.err
 		return
 	}
 	format := w.format(kind)
-	inst, err := w.instanceBytes(what, format, kind, shape)
+	inst, err := w.instanceBytes(s.what, format, kind, shape)
 	if err != nil {
 		w.err = err
 		return
 	}
 	t := WeightTensor{Name: name, Group: group, Shape: shape, Count: count, ActiveCount: active,
 		Format: format, Lookup: kind == kindEmbedding || kind == kindI32}
-	if t.Params, err = CheckedMul(what, count, per); err != nil {
-		w.err = err
-		return
-	}
-	if t.ActiveParams, err = CheckedMul(what, active, per); err != nil {
-		w.err = err
-		return
-	}
-	if t.Bytes, err = CheckedMul(what, count, inst); err != nil {
-		w.err = err
+	t.Params, t.ActiveParams, t.Bytes = s.mul(count, per), s.mul(active, per), s.mul(count, inst)
+	if s.err != nil {
+		w.err = s.err
 		return
 	}
 	w.tensors = append(w.tensors, t)
@@ -479,8 +469,9 @@ func (w *weightBuilder) instanceBytes(what string, f WeightFormat, kind tensorKi
 			return 0, fmt.Errorf("arena: %s: a %v tensor must be 2-D, got %v", what, f, shape)
 		}
 		in, out := shape[0], shape[1]
+		s := sizer{what: what}
 		if f == WeightMXFP4 {
-			return CheckedProduct(what, out, ceilDiv(in, MXFP4BlockSize), MXFP4BlockSize/2+1)
+			return s.mul(out, ceilDiv(in, MXFP4BlockSize), MXFP4BlockSize/2+1), s.err
 		}
 		bo, bi := w.f.blockOut, w.f.blockIn
 		if kind == kindExpert {
@@ -489,15 +480,7 @@ func (w *weightBuilder) instanceBytes(what string, f WeightFormat, kind tensorKi
 		if bo <= 0 || bi <= 0 {
 			bo, bi = out, in
 		}
-		vals, err := CheckedMul(what, in, out)
-		if err != nil {
-			return 0, err
-		}
-		scales, err := CheckedProduct(what, ceilDiv(in, bi), ceilDiv(out, bo), F32.Size())
-		if err != nil {
-			return 0, err
-		}
-		return CheckedAdd(what, vals, scales)
+		return s.add(s.mul(in, out), s.mul(ceilDiv(in, bi), ceilDiv(out, bo), F32.Size())), s.err
 	case WeightF32, WeightI32:
 		return CheckedProduct(what, append(shape, 4)...)
 	default:

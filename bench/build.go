@@ -167,8 +167,8 @@ func warmManager(ctx context.Context, m *gpuarena.Manager) (warmed time.Time, er
 }
 
 // DirectBuild makes the driver calls of BuildArena for plan with layout —
-// one Alloc for the pool or one per present buffer, one per slab, the
-// zero-fill of norm_unit_w — and of Release (a Free per allocation, newest
+// one Alloc for the pool or one per present buffer, one per slab, a Memset
+// per zero-filled buffer (arena.BufferID.ZeroFill) — and of Release (a Free per allocation, newest
 // first), straight on a backend.
 //
 // Each Cycle starts where an ActorBuild cycle starts: a new locked thread
@@ -178,14 +178,20 @@ func warmManager(ctx context.Context, m *gpuarena.Manager) (warmed time.Time, er
 type DirectBuild struct {
 	Plan   *arena.Plan
 	Layout gpuarena.Layout
-	sizes  []int64 // the allocations, in order
-	norm   int     // index in sizes of the allocation holding norm_unit_w (-1: none)
-	offset int64   // norm_unit_w's offset in it
+	sizes  []int64     // the allocations, in order
+	zeros  []zeroRange // the zero-filled buffers, in BufferID order
+}
+
+// zeroRange is a zero-filled buffer: bytes at offset in allocation alloc
+// (an index in DirectBuild.sizes).
+type zeroRange struct {
+	alloc         int
+	offset, bytes int64
 }
 
 // NewDirectBuild lays plan out as BuildArena would with layout.
 func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, error) {
-	d := &DirectBuild{Plan: plan, Layout: layout, norm: -1}
+	d := &DirectBuild{Plan: plan, Layout: layout}
 	switch layout {
 	case gpuarena.LayoutPooled:
 		pool, err := arena.NewPoolLayout(plan)
@@ -193,14 +199,16 @@ func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, err
 			return nil, err
 		}
 		d.sizes = append(d.sizes, pool.Bytes)
-		if off := pool.Offsets[arena.NormUnitW]; off >= 0 {
-			d.norm, d.offset = 0, off
+		for _, id := range arena.BufferIDs() {
+			if off := pool.Offsets[id]; off >= 0 && id.ZeroFill() {
+				d.zeros = append(d.zeros, zeroRange{alloc: 0, offset: off, bytes: plan.Buffers[id].Bytes})
+			}
 		}
 	case gpuarena.LayoutDiscrete:
 		for _, id := range arena.BufferIDs() {
 			if b := plan.Buffers[id]; b.Present() {
-				if id == arena.NormUnitW {
-					d.norm = len(d.sizes)
+				if id.ZeroFill() {
+					d.zeros = append(d.zeros, zeroRange{alloc: len(d.sizes), bytes: b.Bytes})
 				}
 				d.sizes = append(d.sizes, b.Bytes)
 			}
@@ -254,8 +262,10 @@ func (d *DirectBuild) build(b gpuworker.Backend, ptrs *[]messages.DevicePtr) err
 		}
 		*ptrs = append(*ptrs, p)
 	}
-	if d.norm >= 0 {
-		return b.Memset((*ptrs)[d.norm]+messages.DevicePtr(d.offset), 0, d.Plan.Buffers[arena.NormUnitW].Bytes)
+	for _, z := range d.zeros {
+		if err := b.Memset((*ptrs)[z.alloc]+messages.DevicePtr(z.offset), 0, z.bytes); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -14,7 +14,7 @@
 //   - protoactor-naive: a protoactor-go actor on a naive pinned dispatcher
 //     (Schedule sends the function over an unbuffered channel to a locked
 //     goroutine, no spin) with the default mailbox;
-//   - gpuarena: gpuworker.Worker, the GPU actor on gpuworker.PinnedDispatcher,
+//   - gpuarena: gpuworker.Worker, the GPU actor on its pinned dispatcher,
 //     at each spin asked for (0: every round trip parks both sides).
 //
 // The build suite compares Manager.BuildArena and Release with the same

@@ -2,22 +2,28 @@ package gpuworker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
 	"github.com/gpuarena/gpuarena/messages"
 )
 
 // gpuActor is the one actor that calls the backend. It runs on a
-// PinnedDispatcher, so its Receive, and with it every backend call, runs on
+// pinned.Dispatcher, so its Receive, and with it every backend call, runs on
 // one locked OS thread. Its mailbox runs one message at a time: two forward
 // steps never overlap and the ledger needs no lock.
 type gpuActor struct {
 	factory     BackendFactory
-	dispatcher  *PinnedDispatcher
-	utilization float64
+	dispatcher  *pinned.Dispatcher
+	utilization float64 // gpu_memory_utilization; 0 with WithoutBudget: no budget
 	logger      *slog.Logger
 	ready       chan<- startResult
 	status      *workerStatus
@@ -60,8 +66,18 @@ func (a *gpuActor) Receive(c actor.Context) {
 		a.current = m
 		a.handle(m)
 		a.current = nil
-		a.status.heldBytes.Store(a.ledger.counters.CurrentBytes)
+		a.publishTotals()
 	}
+}
+
+// publishTotals publishes the ledger's counters and per-owner usage when
+// the last request changed them (Worker.LedgerTotals): a comparison of five
+// counters per request, a copy of the owners only on a change.
+func (a *gpuActor) publishTotals() {
+	if a.ledger.counters == a.status.totals.Load().Counters {
+		return
+	}
+	a.status.totals.Store(&messages.Ledger{Counters: a.ledger.counters, Owners: maps.Clone(a.ledger.owners), BackendBytesInUse: -1, Taken: time.Now()})
 }
 
 // stopped closes the backend, tells the Worker, and ends the pinned thread
@@ -69,7 +85,7 @@ func (a *gpuActor) Receive(c actor.Context) {
 func (a *gpuActor) stopped() {
 	a.close()
 	a.status.exit()
-	a.dispatcher.stopSoon()
+	a.dispatcher.StopSoon()
 }
 
 // escaped records a panic that escapes Receive (a bug in the actor's own
@@ -117,15 +133,19 @@ func (a *gpuActor) exiting() {
 		a.logger.Error("the backend called runtime.Goexit while the GPU actor freed its ledger; what it still holds is left on the device",
 			"allocations", len(a.ledger.entries), "bytes", a.ledger.counters.CurrentBytes)
 		a.status.exit()
-		a.dispatcher.stopSoon()
+		a.dispatcher.StopSoon()
 		return
 	}
 	m := a.current
 	a.current = nil
 	err := a.fatal
 	if err == nil {
-		err = fmt.Errorf("%T: %w; the GPU actor goes on serving on a new thread", m, ErrStepExited)
-		a.logger.Warn("a forward step called runtime.Goexit; a new GPU thread takes over", "err", err)
+		what := "forward"
+		if _, ok := m.(*messages.Forward); !ok {
+			what = "the embedder's code in " + requestName(m)
+		}
+		err = fmt.Errorf("%s: %w; the GPU actor goes on serving on a new thread", what, ErrStepExited)
+		a.logger.Warn("runtime.Goexit on the GPU thread; a new GPU thread takes over", "err", err)
 	}
 	if f, ok := m.(messages.Failer); ok {
 		f.Fail(err)
@@ -134,8 +154,15 @@ func (a *gpuActor) exiting() {
 	a.logger.Error("runtime.Goexit cut a request short that cannot be answered with an error; its caller waits for its context", "request", fmt.Sprintf("%T", m))
 }
 
+// requestName is the name of a request's type without its package
+// ("AllocBatch"), for messages.
+func requestName(m any) string {
+	n := fmt.Sprintf("%T", m)
+	return n[strings.LastIndex(n, ".")+1:]
+}
+
 // rebind runs on a fresh pinned thread that took over from one that
-// runtime.Goexit ended (PinnedDispatcher.onNewThread): it makes the backend's
+// runtime.Goexit ended (pinned.Dispatcher.OnTakeover): it makes the backend's
 // context current on it (ThreadBinder). A failure makes the actor fatal:
 // nothing may reach the backend from a thread without its context.
 func (a *gpuActor) rebind() {
@@ -157,7 +184,7 @@ func (a *gpuActor) rebind() {
 func (a *gpuActor) start() {
 	a.ledger = newLedger()
 	a.ops = &deviceHandle{a: a}
-	a.dispatcher.onNewThread = a.rebind
+	a.dispatcher.OnTakeover(a.rebind)
 	res := startResult{err: fmt.Errorf("open backend: %w: it called runtime.Goexit", ErrBackendPanic)}
 	defer func() {
 		if res.err != nil && a.fatal == nil {
@@ -280,7 +307,13 @@ func (a *gpuActor) close() {
 }
 
 // setBudget computes the budget from gpu_memory_utilization and the memory
-// other processes hold now (design.md §6).
+// other processes hold now, total − free (design.md §6), with arena.Budget:
+// the same exact arithmetic as the preflight fit, so Worker.Budget equals
+// arena.FitReport.ProcessBudgetBytes for the same device state. Errors: the
+// backend's MemInfo error; an *arena.BudgetError joined with ErrOutOfMemory
+// when other processes already hold the whole budget; an *arena.OptionError
+// joined with ErrDriver when the backend reports free or total memory
+// outside [0, total], total > 0.
 func (a *gpuActor) setBudget() error {
 	var free, total int64
 	err := a.guard("mem info", "", func() error {
@@ -291,11 +324,14 @@ func (a *gpuActor) setBudget() error {
 	if err != nil {
 		return fmt.Errorf("gpu_memory_utilization: %w", err)
 	}
-	others := total - free
-	a.budget = int64(a.utilization*float64(total)) - others
-	if a.budget <= 0 {
-		return fmt.Errorf("gpu_memory_utilization %.2f of %d B is %d B, but other processes already hold %d B: %w; raise gpu_memory_utilization or free the device",
-			a.utilization, total, int64(a.utilization*float64(total)), others, ErrOutOfMemory)
+	budget, err := arena.Budget(a.utilization, total, total-free)
+	var noBudget *arena.BudgetError
+	switch {
+	case errors.As(err, &noBudget):
+		return fmt.Errorf("%w: %w", ErrOutOfMemory, err)
+	case err != nil:
+		return fmt.Errorf("gpu_memory_utilization: the backend reports %d B free of %d B: %w: %w", free, total, ErrDriver, err)
 	}
+	a.budget = budget
 	return nil
 }

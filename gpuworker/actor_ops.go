@@ -3,6 +3,7 @@ package gpuworker
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/gpuarena/gpuarena/messages"
@@ -218,7 +219,9 @@ func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
 	err := func() (err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("%w: %v", ErrStepPanic, r)
+				pe := &StepPanicError{Value: r, Stack: debug.Stack()}
+				a.logger.Error("forward step panicked; the GPU actor goes on serving", "panic", fmt.Sprint(r), "stack", string(pe.Stack))
+				err = pe
 			}
 		}()
 		return m.Step(dev)
@@ -235,7 +238,7 @@ func (a *gpuActor) snapshot() messages.Ledger {
 }
 
 func (a *gpuActor) stats() messages.WorkerStats {
-	s := messages.WorkerStats{ThreadIDs: a.dispatcher.threadIDs(), Messages: a.messages, Takeovers: a.dispatcher.takeovers.Load()}
+	s := messages.WorkerStats{ThreadIDs: a.dispatcher.ThreadIDs(), Messages: a.messages, Takeovers: a.dispatcher.Takeovers()}
 	if a.backend != nil {
 		s.Backend = a.backend.Info().Backend
 	}

@@ -28,10 +28,16 @@ func (a *gpuActor) addView(m *messages.AddView) error {
 // retireOwners records m.Owners as retired. It does not refuse after a
 // backend panic: it touches only the ledger, and a consistent ledger is what
 // teardown needs.
+//
+// A retirement is the first step of a release: the frees of what was retired
+// follow within microseconds, through the slab and release supervisors
+// (messages.Release). So the GPU thread expects them: it spins for them
+// rather than parking (pinned.Dispatcher.Expect).
 func (a *gpuActor) retireOwners(m *messages.RetireOwners) error {
 	if m.Ctx != nil && m.Ctx.Err() != nil {
 		return m.Ctx.Err()
 	}
 	a.ledger.retire(m.Owners)
+	a.dispatcher.Expect()
 	return nil
 }

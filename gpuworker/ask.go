@@ -23,6 +23,27 @@ func Ask[R any](ctx context.Context, root *actor.RootContext, pid *actor.PID, ms
 	}, reply)
 }
 
+// AskVia is Ask for a request that pid serves by making requests of w: a
+// supervisor of the worker's, spawned in the worker's actor system. The
+// worker gets its GPU thread ready for the request that follows: a parked
+// thread is woken now, so that its wake-up overlaps the hop through pid, and
+// it spins for the request rather than parking (when callers poll at all;
+// see WithSpin). Called on the GPU thread, from inside a forward step, it
+// returns ErrReentrant instead of waiting for itself. Errors: those of Ask,
+// and ErrReentrant.
+func AskVia[R any](ctx context.Context, w *Worker, pid *actor.PID, msg any, reply <-chan R, done <-chan struct{}) (R, error) {
+	if err := w.CheckCaller(); err != nil {
+		var zero R
+		return zero, err
+	}
+	return sendAndWait(ctx, done, func() (R, bool) {
+		w.dispatcher.Expect()
+		w.system.Root.Send(pid, msg)
+		var zero R
+		return zero, false
+	}, reply)
+}
+
 // sendAndWait is Ask's frame: it checks ctx and done, calls send (which sends the
 // request and may already have the reply), then waits for the reply, ctx or
 // done.

@@ -51,7 +51,8 @@ type BytesInUseReporter interface {
 
 // DeviceInfo describes one device.
 type DeviceInfo struct {
-	// Backend is "hostsim" or "cuda".
+	// Backend is the name the backend registered under (Register):
+	// KindHostSim, KindCUDA, or another built in.
 	Backend string `json:"backend"`
 	// Ordinal is the device index (CUDA device ordinal; 0 for hostsim).
 	Ordinal int `json:"ordinal"`

@@ -68,7 +68,7 @@ func TestAllocBatchTagsTheWholeBatch(t *testing.T) {
 // A zero-fill that fails undoes the batch: both allocations are freed, the
 // tag function never runs, and the error names the allocation.
 func TestAllocBatchZeroFillFailureRollsBack(t *testing.T) {
-	w, sim := startSim(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{FailMemsetAt: 1}})
+	w, sim := startFaulty(t, gpuworker.HostSimConfig{}, gpuworker.Faults{FailMemsetAt: 1})
 	ctx := context.Background()
 	tagged := false
 	ptrs, tag, err := w.AllocBatch(ctx, "arena", buildItems(), func([]messages.DevicePtr) any { tagged = true; return 1 })

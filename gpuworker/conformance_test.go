@@ -14,10 +14,11 @@ import (
 
 // runConformance is the backend conformance suite: the same checks, through
 // the GPU actor, for every backend (hostsim here, cuda on a GPU machine with
-// -tags cuda).
+// -tags cuda). The worker has no budget (WithoutBudget), so the backend
+// itself refuses what it cannot hold.
 func runConformance(t *testing.T, factory gpuworker.BackendFactory) {
 	ctx := context.Background()
-	w := startWith(t, factory)
+	w := startWith(t, factory, gpuworker.WithoutBudget())
 	const owner = "conformance"
 
 	t.Run("AllocFree", func(t *testing.T) {

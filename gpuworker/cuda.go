@@ -23,6 +23,10 @@ import (
 // after printing the error to stdout) if that fails, e.g. on a machine with
 // the driver library but no GPU.
 
+func init() {
+	Register(KindCUDA, func(c BackendConfig) (Backend, error) { return newCUDABackend(c.Ordinal) })
+}
+
 // cudaBackend is the Backend for one real CUDA device. It is made by
 // newCUDABackend on the GPU actor's locked OS thread, with the device's
 // primary context current on that thread, and every method must be called on
@@ -96,9 +100,8 @@ const warmUpBytes = 2 << 20
 
 // warmUp makes one allocation, memset and free on the calling thread, so
 // that the driver's first-use work on a new thread is paid when the backend
-// opens, not by the first arena build. On an H200 (docs/performance.md) it
-// took the pooled build of Llama-3.1-8B at M=512 through the actor from
-// 3.2× the direct driver calls to 1.1×. Errors: the driver's, translated.
+// opens, not by the first arena build (what it saves the first build is in
+// docs/performance.md). Errors: the driver's, translated.
 func (b *cudaBackend) warmUp() error {
 	p, err := b.Alloc(warmUpBytes)
 	if err != nil {
@@ -303,9 +306,8 @@ func (b *cudaBackend) Close() error {
 
 // checkSpan refuses a negative size, and a NULL pointer with a positive one,
 // before the driver sees them. op names the call for the error; it is
-// formatted only on an error: in an execution trace on the H200 host, the
-// memset of a build spent a median 18.5 µs (11–27) from its start to the
-// driver call, most of it in a cold fmt.Sprintf.
+// formatted only on an error, since a cold fmt.Sprintf was most of a
+// memset's time before its driver call (docs/performance.md).
 func checkSpan(op func() string, ptr messages.DevicePtr, bytes int64) error {
 	switch {
 	case bytes < 0:

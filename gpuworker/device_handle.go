@@ -30,7 +30,7 @@ func (d *deviceHandle) check(op string, ptr messages.DevicePtr, n int64) error {
 	if d.dead.Load() {
 		return fmt.Errorf("%s: %w", op, ErrStepOver)
 	}
-	if !d.a.dispatcher.onPinnedThread() {
+	if !d.a.dispatcher.OnPinnedThread() {
 		return fmt.Errorf("%s: %w", op, ErrNotGPUThread)
 	}
 	if d.a.fatal != nil {
@@ -73,6 +73,10 @@ func (d *deviceHandle) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error 
 	}
 	if err := d.check("copy device→device (destination)", dst, bytes); err != nil {
 		return err
+	}
+	if src < dst+messages.DevicePtr(bytes) && dst < src+messages.DevicePtr(bytes) {
+		return fmt.Errorf("copy device→device of %d B from %#x to %#x: %w: the ranges overlap, and cuMemcpyDtoD's result is undefined for overlapping ranges; copy through a scratch buffer",
+			bytes, uint64(src), uint64(dst), ErrInvalidValue)
 	}
 	return d.a.guard("copy device→device", "", func() error { return d.a.backend.CopyDtoD(dst, src, bytes) })
 }

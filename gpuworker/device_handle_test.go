@@ -3,6 +3,7 @@ package gpuworker_test
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gpuarena/gpuarena/gpuworker"
@@ -57,5 +58,47 @@ func TestDeviceIsTiedToTheStepsThread(t *testing.T) {
 	got, err := w.CopyDtoH(ctx, p, 1)
 	if err != nil || got[0] != 9 {
 		t.Fatalf("device byte: %v, %v; want [9] (only the step's own memset ran)", got, err)
+	}
+}
+
+// spySim counts the memsets that reach the simulated device.
+type spySim struct {
+	*gpuworker.HostSim
+	memsets atomic.Int64
+}
+
+func (s *spySim) Memset(ptr messages.DevicePtr, v byte, n int64) error {
+	s.memsets.Add(1)
+	return s.HostSim.Memset(ptr, v, n)
+}
+
+// A pointer 2⁶³ or more past an allocation (a negative offset when read as
+// int64) is no live allocation: it never reaches the backend. Overlapping
+// device-to-device copies, undefined on the driver, are refused.
+func TestDeviceRefusesWildPointersAndOverlaps(t *testing.T) {
+	sim, err := gpuworker.NewHostSim(gpuworker.HostSimConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy := &spySim{HostSim: sim}
+	w := startWith(t, func() (gpuworker.Backend, error) { return spy, nil })
+	ctx := bounded(t)
+	p := mustAlloc(t, w, "user", mib)
+	_, err = w.Forward(ctx, func(d messages.Device) error {
+		for _, wild := range []messages.DevicePtr{p + 1<<63, 0xFFFF_0000_0000_0000, ^messages.DevicePtr(0) - 15} {
+			if err := d.Memset(wild, 0, 16); !errors.Is(err, gpuworker.ErrNotAllocated) {
+				t.Errorf("memset at %#x: %v, want ErrNotAllocated", uint64(wild), err)
+			}
+		}
+		if err := d.CopyDtoD(p+256, p, 4096); !errors.Is(err, gpuworker.ErrInvalidValue) {
+			t.Errorf("overlapping copy: %v, want ErrInvalidValue", err)
+		}
+		return d.CopyDtoD(p+4096, p, 4096) // adjacent, not overlapping
+	})
+	if err != nil {
+		t.Fatalf("step: %v", err)
+	}
+	if n := spy.memsets.Load(); n != 0 {
+		t.Fatalf("%d memsets at wild pointers reached the backend, want 0", n)
 	}
 }

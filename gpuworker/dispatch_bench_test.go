@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gpuarena/gpuarena/bench"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
@@ -83,13 +81,4 @@ func measure(b *testing.B, s bench.Subject, op bench.Op, clients int) {
 		b.Fatal(err)
 	}
 	bench.ReportMetrics(b, sum, "")
-}
-
-// BenchmarkGettid is the cost of the dispatcher's thread record (a gettid
-// system call and a map write), made once per wake-up from parking.
-func BenchmarkGettid(b *testing.B) {
-	threads := make(map[int]struct{}, 1)
-	for b.Loop() {
-		threads[unix.Gettid()] = struct{}{}
-	}
 }

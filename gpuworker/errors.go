@@ -40,7 +40,8 @@ var (
 	// every later request fails with ErrClosed joined with this error.
 	ErrActorPanic = errors.New("gpu actor panicked")
 	// ErrStepPanic: a forward step panicked. The panic is recovered on the GPU
-	// thread; the actor keeps serving.
+	// thread (the error is a *StepPanicError with the panic's stack, which is
+	// also logged at error level); the actor keeps serving.
 	ErrStepPanic = errors.New("forward step panicked")
 	// ErrTagPanic: an AllocBatch's tag function panicked. The panic is
 	// recovered on the GPU thread, the batch rolled back; the actor keeps
@@ -59,13 +60,17 @@ var (
 	// on cuda, another thread has no current context). Hand the work back to
 	// the step's goroutine instead.
 	ErrNotGPUThread = errors.New("device handle used off the GPU thread: only the forward step's own goroutine may use it")
-	// ErrNoCUDA: the cuda backend was asked for in a build without the cuda tag.
-	ErrNoCUDA = errors.New("cuda backend not built: rebuild with -tags cuda (see README, Real GPU)")
+	// ErrBackendNotBuiltIn: the configured backend is not registered in this
+	// binary (a backend behind a build tag, such as cuda, in a build without
+	// the tag). The error is a *BackendNotBuiltInError naming it and the
+	// backends built in.
+	ErrBackendNotBuiltIn = errors.New("gpu backend not built in")
 	// ErrNoDevice: the asked device ordinal does not exist.
 	ErrNoDevice = errors.New("no such device")
 	// ErrDriver: any other driver failure.
 	ErrDriver = errors.New("driver error")
-	// ErrInjected: a failure injected by hostsim's fault plan (other than out of memory).
+	// ErrInjected: a failure injected by a fault plan (WithFaults), other
+	// than out of memory.
 	ErrInjected = errors.New("injected fault")
 )
 
@@ -89,3 +94,22 @@ func (e *StopError) Error() string {
 
 // Unwrap returns ErrClosed and the cause.
 func (e *StopError) Unwrap() []error { return []error{ErrClosed, e.Cause} }
+
+// StepPanicError is the error of a forward step that panicked: the value it
+// panicked with and the stack of the step's goroutine at the panic (what a
+// crash would have printed). errors.Is(err, ErrStepPanic) holds, and so does
+// errors.Is(err, v) when the value v is itself an error.
+type StepPanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *StepPanicError) Error() string { return fmt.Sprintf("%v: %v", ErrStepPanic, e.Value) }
+
+// Unwrap returns ErrStepPanic, and the panic's value when it is an error.
+func (e *StepPanicError) Unwrap() []error {
+	if v, ok := e.Value.(error); ok {
+		return []error{ErrStepPanic, v}
+	}
+	return []error{ErrStepPanic}
+}

@@ -5,10 +5,17 @@ import (
 	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
 	"github.com/gpuarena/gpuarena/messages"
 )
+
+// KindHostSim is the name the simulated device registers under, and the
+// backend a BackendConfig with no Kind selects.
+const KindHostSim = "hostsim"
+
+func init() {
+	Register(KindHostSim, func(c BackendConfig) (Backend, error) { return NewHostSim(c.HostSim) })
+}
 
 // H200Bytes is the default capacity of the simulated device: 141 GiB, the
 // memory of an NVIDIA H200 (design.md §4).
@@ -20,25 +27,29 @@ type HostSimConfig struct {
 	Name string
 	// TotalBytes is the device's capacity in bytes. Default H200Bytes.
 	TotalBytes int64
-	// Faults injects failures; the zero value injects none.
-	Faults Faults
-	// RecordThreads makes the device record the OS thread id (gettid) of every
-	// call, for affinity tests; read them with Threads.
+	// UsedByOthersBytes simulates memory other processes hold, in bytes, in
+	// [0, TotalBytes]: MemInfo reports it as not free and Alloc cannot use
+	// it (no host memory backs it). Default 0.
+	UsedByOthersBytes int64
+	// RecordThreads makes the device record the thread id (ThreadID: the OS
+	// thread id on Linux) of every call, for affinity tests; read them with
+	// Threads. Faults are injected by wrapping the device (WithFaults).
 	RecordThreads bool
 }
 
-// HostSim is the simulated device: each allocation is real, private,
-// anonymous memory reserved lazily with mmap (MAP_NORESERVE), so a 100 GiB
-// arena costs no RAM until it is touched, and memset/copy/readback move real
-// bytes. Like the driver it refuses zero-byte allocations and returns
-// ErrOutOfMemory past its capacity. Pointers are the mappings' addresses, so
-// they are unique and never NULL.
+// HostSim is the simulated device: each allocation is real host memory, so
+// memset/copy/readback move real bytes. On Linux it is private anonymous
+// memory reserved lazily with mmap (MAP_NORESERVE), so a 100 GiB arena costs
+// no RAM until it is touched; elsewhere it comes from the Go heap
+// (hostsim_mem_linux.go, hostsim_mem_other.go). Like the driver it refuses
+// zero-byte allocations and returns ErrOutOfMemory past its capacity.
+// Pointers are the allocations' addresses, so they are unique and never
+// NULL.
 //
 // HostSim is used from the GPU actor's thread only; Threads and BytesInUse may
 // be called from any goroutine.
 type HostSim struct {
-	cfg    HostSimConfig
-	faults *faultState
+	cfg HostSimConfig
 
 	mu      sync.Mutex // guards allocs' sizes for BytesInUse, and threads
 	allocs  map[messages.DevicePtr][]byte
@@ -47,7 +58,7 @@ type HostSim struct {
 }
 
 // NewHostSim returns a simulated device. It returns ErrInvalidValue for a
-// negative capacity.
+// negative capacity, or memory used by others outside [0, capacity].
 func NewHostSim(cfg HostSimConfig) (*HostSim, error) {
 	if cfg.TotalBytes < 0 {
 		return nil, fmt.Errorf("hostsim capacity %d B: %w: capacity must be ≥ 0 (0 means the default, %d B)", cfg.TotalBytes, ErrInvalidValue, H200Bytes)
@@ -55,12 +66,14 @@ func NewHostSim(cfg HostSimConfig) (*HostSim, error) {
 	if cfg.TotalBytes == 0 {
 		cfg.TotalBytes = H200Bytes
 	}
+	if cfg.UsedByOthersBytes < 0 || cfg.UsedByOthersBytes > cfg.TotalBytes {
+		return nil, fmt.Errorf("hostsim used by others %d B: %w: must be in [0, capacity = %d B]", cfg.UsedByOthersBytes, ErrInvalidValue, cfg.TotalBytes)
+	}
 	if cfg.Name == "" {
 		cfg.Name = "hostsim"
 	}
 	return &HostSim{
 		cfg:     cfg,
-		faults:  newFaultState(cfg.Faults),
 		allocs:  make(map[messages.DevicePtr][]byte),
 		threads: make(map[int]int),
 	}, nil
@@ -68,10 +81,11 @@ func NewHostSim(cfg HostSimConfig) (*HostSim, error) {
 
 // Info describes the simulated device (compute capability 9.0, like Hopper).
 func (h *HostSim) Info() DeviceInfo {
-	return DeviceInfo{Backend: "hostsim", Name: h.cfg.Name, TotalBytes: h.cfg.TotalBytes, ComputeMajor: 9, ComputeMinor: 0}
+	return DeviceInfo{Backend: KindHostSim, Name: h.cfg.Name, TotalBytes: h.cfg.TotalBytes, ComputeMajor: 9, ComputeMinor: 0}
 }
 
-// Threads returns how many calls each OS thread made (only with RecordThreads).
+// Threads returns how many calls each thread made, by ThreadID (only with
+// RecordThreads).
 func (h *HostSim) Threads() map[int]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -89,26 +103,24 @@ func (h *HostSim) BytesInUse() int64 {
 	return h.inUse
 }
 
-func (h *HostSim) enter(op faultOp) error {
+// record counts a call on the calling thread, with RecordThreads.
+func (h *HostSim) record() {
 	if h.cfg.RecordThreads {
-		tid := unix.Gettid()
+		tid := pinned.ThreadID()
 		h.mu.Lock()
 		h.threads[tid]++
 		h.mu.Unlock()
 	}
-	return h.faults.before(op)
 }
 
-// Alloc maps bytes bytes of lazily-backed memory.
+// Alloc reserves bytes bytes of host memory (hostMemory).
 func (h *HostSim) Alloc(bytes int64) (messages.DevicePtr, error) {
-	if err := h.enter(opAlloc); err != nil {
-		return 0, err
-	}
+	h.record()
 	if bytes <= 0 {
 		return 0, fmt.Errorf("alloc %d B: %w: size must be > 0", bytes, ErrInvalidValue)
 	}
 	h.mu.Lock()
-	free := h.cfg.TotalBytes - h.inUse
+	free := h.cfg.TotalBytes - h.cfg.UsedByOthersBytes - h.inUse
 	h.mu.Unlock()
 	if bytes > free {
 		return 0, fmt.Errorf("alloc %d B with %d B free of %d B: %w", bytes, free, h.cfg.TotalBytes, ErrOutOfMemory)
@@ -116,9 +128,9 @@ func (h *HostSim) Alloc(bytes int64) (messages.DevicePtr, error) {
 	if uint64(bytes) > uint64(^uint(0)>>1) {
 		return 0, fmt.Errorf("alloc %d B: %w: larger than the address space", bytes, ErrOutOfMemory)
 	}
-	mem, err := unix.Mmap(-1, 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	mem, err := hostMemory(int(bytes))
 	if err != nil {
-		return 0, fmt.Errorf("alloc %d B: mmap: %v: %w", bytes, err, ErrOutOfMemory)
+		return 0, fmt.Errorf("alloc %d B: %v: %w", bytes, err, ErrOutOfMemory)
 	}
 	ptr := messages.DevicePtr(uintptr(unsafe.Pointer(&mem[0])))
 	h.mu.Lock()
@@ -128,11 +140,9 @@ func (h *HostSim) Alloc(bytes int64) (messages.DevicePtr, error) {
 	return ptr, nil
 }
 
-// Free unmaps an allocation.
+// Free gives an allocation's memory back (releaseHostMemory).
 func (h *HostSim) Free(ptr messages.DevicePtr) error {
-	if err := h.enter(opFree); err != nil {
-		return err
-	}
+	h.record()
 	h.mu.Lock()
 	mem, ok := h.allocs[ptr]
 	if ok {
@@ -143,8 +153,8 @@ func (h *HostSim) Free(ptr messages.DevicePtr) error {
 	if !ok {
 		return fmt.Errorf("free %#x: %w", uint64(ptr), ErrNotAllocated)
 	}
-	if err := unix.Munmap(mem); err != nil {
-		return fmt.Errorf("free %#x: munmap: %v: %w", uint64(ptr), err, ErrDriver)
+	if err := releaseHostMemory(mem); err != nil {
+		return fmt.Errorf("free %#x: %v: %w", uint64(ptr), err, ErrDriver)
 	}
 	return nil
 }
@@ -168,17 +178,17 @@ func (h *HostSim) span(ptr messages.DevicePtr, n int64) ([]byte, error) {
 	return nil, fmt.Errorf("%#x: %w", uint64(ptr), ErrNotAllocated)
 }
 
-// Memset sets bytes bytes at ptr to value. A zero memset of whole pages drops
-// them (madvise MADV_DONTNEED), so zeroing a large buffer costs no RAM.
+// Memset sets bytes bytes at ptr to value. A zero memset goes through
+// zeroHostMemory, which on Linux drops whole pages (madvise MADV_DONTNEED),
+// so zeroing a large buffer costs no RAM.
 func (h *HostSim) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
-	if err := h.enter(opMemset); err != nil {
-		return err
-	}
+	h.record()
 	dst, err := h.span(ptr, bytes)
 	if err != nil {
 		return fmt.Errorf("memset: %w", err)
 	}
-	if value == 0 && dropPages(dst) {
+	if value == 0 {
+		zeroHostMemory(dst)
 		return nil
 	}
 	for i := range dst {
@@ -187,21 +197,9 @@ func (h *HostSim) Memset(ptr messages.DevicePtr, value byte, bytes int64) error 
 	return nil
 }
 
-// dropPages zeroes dst by returning its pages to the kernel when dst is
-// page-aligned and a whole number of pages; it reports whether it did.
-func dropPages(dst []byte) bool {
-	page := unix.Getpagesize()
-	if len(dst) == 0 || len(dst)%page != 0 || uintptr(unsafe.Pointer(&dst[0]))%uintptr(page) != 0 {
-		return false
-	}
-	return unix.Madvise(dst, unix.MADV_DONTNEED) == nil
-}
-
 // CopyHtoD copies src to dst.
 func (h *HostSim) CopyHtoD(dst messages.DevicePtr, src []byte) error {
-	if err := h.enter(opCopy); err != nil {
-		return err
-	}
+	h.record()
 	d, err := h.span(dst, int64(len(src)))
 	if err != nil {
 		return fmt.Errorf("copy host→device: %w", err)
@@ -212,9 +210,7 @@ func (h *HostSim) CopyHtoD(dst messages.DevicePtr, src []byte) error {
 
 // CopyDtoH copies len(dst) bytes at src to dst.
 func (h *HostSim) CopyDtoH(dst []byte, src messages.DevicePtr) error {
-	if err := h.enter(opCopy); err != nil {
-		return err
-	}
+	h.record()
 	s, err := h.span(src, int64(len(dst)))
 	if err != nil {
 		return fmt.Errorf("copy device→host: %w", err)
@@ -225,9 +221,7 @@ func (h *HostSim) CopyDtoH(dst []byte, src messages.DevicePtr) error {
 
 // CopyDtoD copies bytes bytes from src to dst (overlapping ranges allowed).
 func (h *HostSim) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error {
-	if err := h.enter(opCopy); err != nil {
-		return err
-	}
+	h.record()
 	s, err := h.span(src, bytes)
 	if err != nil {
 		return fmt.Errorf("copy device→device (source): %w", err)
@@ -240,24 +234,23 @@ func (h *HostSim) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error {
 	return nil
 }
 
-// MemInfo returns capacity minus bytes in use, and capacity.
+// MemInfo returns capacity minus bytes in use (this process's and, with
+// HostSimConfig.UsedByOthersBytes, others'), and capacity.
 func (h *HostSim) MemInfo() (freeBytes, totalBytes int64, err error) {
-	if err := h.enter(opMemInfo); err != nil {
-		return 0, 0, err
-	}
+	h.record()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.cfg.TotalBytes - h.inUse, h.cfg.TotalBytes, nil
+	return h.cfg.TotalBytes - h.cfg.UsedByOthersBytes - h.inUse, h.cfg.TotalBytes, nil
 }
 
-// Close unmaps whatever is still allocated.
+// Close gives back whatever is still allocated.
 func (h *HostSim) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var first error
 	for ptr, mem := range h.allocs {
-		if err := unix.Munmap(mem); err != nil && first == nil {
-			first = fmt.Errorf("close: munmap %#x: %v: %w", uint64(ptr), err, ErrDriver)
+		if err := releaseHostMemory(mem); err != nil && first == nil {
+			first = fmt.Errorf("close: %#x: %v: %w", uint64(ptr), err, ErrDriver)
 		}
 		delete(h.allocs, ptr)
 		h.inUse -= int64(len(mem))

@@ -167,7 +167,7 @@ func (l *ledger) checkRange(ptr messages.DevicePtr, n int64) error {
 		return fmt.Errorf("%d B at %#x: %w: size must be ≥ 0", n, uint64(ptr), ErrInvalidValue)
 	}
 	if i := sort.Search(len(l.views), func(i int) bool { return l.views[i].Ptr > ptr }) - 1; i >= 0 {
-		if v := l.views[i]; int64(ptr-v.Ptr) < v.Bytes {
+		if v := l.views[i]; uint64(ptr-v.Ptr) < uint64(v.Bytes) {
 			return v.checkInside(ptr, n)
 		}
 	}
@@ -178,12 +178,14 @@ func (l *ledger) checkRange(ptr messages.DevicePtr, n int64) error {
 	return l.entries[l.starts[i]].checkInside(ptr, n)
 }
 
-// checkInside verifies that [ptr, ptr+n) lies inside e.
+// checkInside verifies that [ptr, ptr+n) lies inside e, which starts at or
+// below ptr. The offset is compared unsigned: a pointer 2⁶³ or more past the
+// start would be a negative int64 and pass a signed comparison.
 func (e *ledgerEntry) checkInside(ptr messages.DevicePtr, n int64) error {
-	off := int64(ptr - e.Ptr)
-	if off >= e.Bytes {
+	if uint64(ptr-e.Ptr) >= uint64(e.Bytes) {
 		return fmt.Errorf("%#x: %w", uint64(ptr), ErrNotAllocated)
 	}
+	off := int64(ptr - e.Ptr)
 	if n > e.Bytes-off {
 		return fmt.Errorf("%d B at offset %d of %s (%d B): %w", n, off, e.Label, e.Bytes, ErrOutOfRange)
 	}

@@ -3,6 +3,8 @@ package gpuworker
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpuarena/gpuarena/messages"
 )
 
 // workerStatus is what the GPU actor tells its Worker from the GPU thread,
@@ -18,13 +20,16 @@ type workerStatus struct {
 	// abandoned is closed by abandon alone.
 	abandoned     chan struct{}
 	abandonedOnce sync.Once
-	// heldBytes is the ledger's current bytes, published by the GPU thread
-	// after each message, for a stop that gave up waiting to report.
-	heldBytes atomic.Int64
+	// totals is the ledger's counters and per-owner usage (no entries), as
+	// the GPU thread published them after the last request that changed
+	// them: what metrics and a stop that gave up read without waiting.
+	totals atomic.Pointer[messages.Ledger]
 }
 
 func newWorkerStatus() *workerStatus {
-	return &workerStatus{gone: make(chan struct{}), abandoned: make(chan struct{})}
+	s := &workerStatus{gone: make(chan struct{}), abandoned: make(chan struct{})}
+	s.totals.Store(&messages.Ledger{Owners: map[string]messages.OwnerUsage{}})
+	return s
 }
 
 // setFatal records err as the fatal error unless one is recorded already.

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
 	"github.com/gpuarena/gpuarena/messages"
 )
 
@@ -20,14 +21,10 @@ import (
 type Worker struct {
 	system     *actor.ActorSystem
 	pid        *actor.PID
-	dispatcher *PinnedDispatcher
+	dispatcher *pinned.Dispatcher
 	info       DeviceInfo
 	budget     int64
-	mailbox    *pinnedMailbox
-	status     *workerStatus // the actor's fatal error; closes exited when it has stopped
-	// poller is held by the one caller polling for its reply now (see
-	// PinnedDispatcher.polls): at most one holds a P that way.
-	poller atomic.Bool
+	status     *workerStatus // the actor's fatal error; closes gone when it has stopped
 
 	closing  chan struct{} // closed when Stop starts: new requests get ErrClosed
 	stopOnce sync.Once
@@ -37,22 +34,37 @@ type Worker struct {
 type WorkerOption func(*workerConfig)
 
 type workerConfig struct {
-	utilization float64
-	throughput  int
-	spin        time.Duration
-	logger      *slog.Logger
+	utilization    float64 // gpu_memory_utilization, as set (unset: the default)
+	utilizationSet bool
+	noBudget       bool // WithoutBudget
+	throughput     int
+	spin           time.Duration
+	logger         *slog.Logger
 }
 
 // WithGPUMemoryUtilization caps what the worker may hold at once at the
 // fraction f (0 < f ≤ 1) of the device's total memory, less what other
-// processes held when the worker started (design.md §6):
+// processes held when the worker started (design.md §6), computed exactly
+// by arena.Budget:
 //
-//	budget = f × total − (total − free at start)
+//	budget = ⌊f × total⌋ − (total − free at start)
 //
-// An allocation past the budget fails with an *OutOfMemoryError whose
-// OverBudget is true. 0 (the default) means no cap beyond the device's.
+// Unset, f is arena.DefaultGPUMemoryUtilization (0.90). An allocation past
+// the budget fails with an *OutOfMemoryError whose OverBudget is true. Start
+// returns an error (errors.Is ErrInvalidValue and arena.ErrInvalidOption,
+// errors.As *arena.OptionError) for f outside (0, 1], 0 included, or with
+// WithoutBudget; and one that is errors.Is ErrOutOfMemory and
+// arena.ErrNoBudget when other processes already hold ⌊f × total⌋.
 func WithGPUMemoryUtilization(f float64) WorkerOption {
-	return func(c *workerConfig) { c.utilization = f }
+	return func(c *workerConfig) { c.utilization, c.utilizationSet = f, true }
+}
+
+// WithoutBudget starts the worker with no budget: only the device refuses
+// allocations, and Budget reports 0. It is for tests of a backend's own
+// out-of-memory path (the conformance suite) and for an embedder that caps
+// memory elsewhere; it excludes WithGPUMemoryUtilization.
+func WithoutBudget() WorkerOption {
+	return func(c *workerConfig) { c.noBudget = true }
 }
 
 // WithSpin sets how long the pinned thread polls for work before it parks,
@@ -68,14 +80,14 @@ func WithLogger(l *slog.Logger) WorkerOption { return func(c *workerConfig) { c.
 
 // Start starts the pinned thread, spawns the GPU actor on it and opens the
 // backend there. It returns the backend's error (wrapped) when the backend
-// cannot be opened, having stopped everything it started, and
-// ErrInvalidValue for a negative budget.
+// cannot be opened, having stopped everything it started; ErrInvalidValue
+// for a bad option (see WithGPUMemoryUtilization for the budget's errors).
 //
 // The GPU actor is spawned under a guardian whose directive is stop: it is
 // never restarted, since a restart would drop its ledger and leak the device
 // memory it holds (design.md §1).
 func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOption) (*Worker, error) {
-	cfg := workerConfig{logger: slog.Default(), spin: DefaultSpin}
+	cfg := workerConfig{logger: slog.Default(), spin: DefaultSpin, utilization: arena.DefaultGPUMemoryUtilization}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("gpu worker: %w: option %d is nil", ErrInvalidValue, i+1)
@@ -88,27 +100,34 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	if cfg.spin < 0 {
 		return nil, fmt.Errorf("gpu worker: spin %v: %w: must not be negative", cfg.spin, ErrInvalidValue)
 	}
-	if !(cfg.utilization >= 0 && cfg.utilization <= 1) {
-		return nil, fmt.Errorf("gpu_memory_utilization %v: %w: want a fraction in (0, 1]", cfg.utilization, ErrInvalidValue)
+	if err := arena.ValidateGPUMemoryUtilization(cfg.utilization); err != nil {
+		return nil, fmt.Errorf("gpu worker: %w: %w", ErrInvalidValue, err)
+	}
+	if cfg.noBudget && cfg.utilizationSet {
+		return nil, fmt.Errorf("gpu worker: %w: WithoutBudget and WithGPUMemoryUtilization(%g) exclude each other; pass one", ErrInvalidValue, cfg.utilization)
+	}
+	utilization := cfg.utilization
+	if cfg.noBudget {
+		utilization = 0 // the actor's "no budget"
 	}
 	if factory == nil {
 		return nil, fmt.Errorf("gpu worker: %w: nil backend factory", ErrInvalidValue)
 	}
-	d := NewPinnedDispatcher(cfg.throughput, cfg.spin)
+	d := pinned.New(cfg.throughput, cfg.spin)
 	ready := make(chan startResult, 1)
 	status := newWorkerStatus()
 	closing := make(chan struct{})
-	a := &gpuActor{factory: factory, dispatcher: d, utilization: cfg.utilization, logger: cfg.logger, ready: ready, status: status, closing: closing}
+	a := &gpuActor{factory: factory, dispatcher: d, utilization: utilization, logger: cfg.logger, ready: ready, status: status, closing: closing}
 	props := actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(d),
-		actor.WithMailbox(pinnedMailboxProducer),
+		actor.WithMailbox(pinned.NewMailbox),
 	)
 	stopOnFailure := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	// Copy: RootContext.WithGuardian sets the guardian on the context it is
 	// called on, and system.Root is shared; without the copy every actor
 	// spawned from system.Root afterwards would get this stop guardian too.
 	pid := system.Root.Copy().WithGuardian(stopOnFailure).Spawn(props)
-	w := &Worker{system: system, pid: pid, dispatcher: d, mailbox: d.mailbox.Load(), status: status, closing: closing}
+	w := &Worker{system: system, pid: pid, dispatcher: d, status: status, closing: closing}
 	res := <-ready
 	if res.err != nil {
 		w.Stop()
@@ -118,33 +137,21 @@ func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOpti
 	return w, nil
 }
 
-// Expect readies the GPU thread for a request that will come within
-// microseconds, through another actor: a parked GPU thread is woken now (its
-// wake-up, tens of microseconds on a VM, then overlaps the hop through that
-// actor) and it spins for the request rather than parking. It costs an atomic
-// store when the thread is awake, and does nothing when callers do not poll
-// (WithSpin(0), or GOMAXPROCS 1 as the GPU thread last read it: a spinning
-// GPU thread would hold the only P).
-func (w *Worker) Expect() {
-	if w.dispatcher.polls() {
-		w.dispatcher.expect()
-	}
-}
-
 // Info describes the device the worker drives.
 func (w *Worker) Info() DeviceInfo { return w.info }
 
-// Budget is the most bytes the worker may hold at once (0: no cap beyond
-// the device's); see WithGPUMemoryUtilization.
+// Budget is the most bytes the worker may hold at once, as arena.Budget
+// computed it when the worker started; 0 only with WithoutBudget. See
+// WithGPUMemoryUtilization.
 func (w *Worker) Budget() int64 { return w.budget }
 
 // MailboxDepth is the number of messages waiting in the GPU actor's mailbox
 // (for metrics; it may be stale by the time it is read).
-func (w *Worker) MailboxDepth() int64 { return w.mailbox.waiting.Load() }
+func (w *Worker) MailboxDepth() int64 { return w.dispatcher.Queued() }
 
 // Done is closed when the worker has stopped: its actor has freed what its
 // ledger held and closed the backend, and its thread has exited.
-func (w *Worker) Done() <-chan struct{} { return w.dispatcher.exited }
+func (w *Worker) Done() <-chan struct{} { return w.dispatcher.Done() }
 
 // Err is nil while the worker serves requests. Once the backend has panicked
 // (or called runtime.Goexit) it is that error (errors.Is ErrBackendPanic):
@@ -179,14 +186,14 @@ func (w *Worker) StopContext(ctx context.Context) error {
 		w.system.Root.Poison(w.pid)
 	})
 	select {
-	case <-w.dispatcher.exited:
+	case <-w.dispatcher.Done():
 		return nil
 	case <-w.status.abandoned:
 	case <-ctxDone(ctx):
 	}
 	w.Abandon()
 	select {
-	case <-w.dispatcher.exited:
+	case <-w.dispatcher.Done():
 		return nil
 	default:
 		return w.stopError(ctx)
@@ -200,7 +207,7 @@ func (w *Worker) stopError(ctx context.Context) *StopError {
 	if ctx != nil && ctx.Err() != nil {
 		cause = ctx.Err()
 	}
-	return &StopError{HeldBytes: w.status.heldBytes.Load(), Cause: cause}
+	return &StopError{HeldBytes: w.LedgerTotals().Counters.CurrentBytes, Cause: cause}
 }
 
 // StopResult waits for a worker whose stop has begun (StopContext) to
@@ -208,7 +215,7 @@ func (w *Worker) stopError(ctx context.Context) *StopError {
 // (errors.Is ctx's error) otherwise.
 func (w *Worker) StopResult(ctx context.Context) error {
 	select {
-	case <-w.dispatcher.exited:
+	case <-w.dispatcher.Done():
 		return nil
 	case <-ctxDone(ctx):
 		return w.stopError(ctx)
@@ -221,71 +228,6 @@ func (w *Worker) StopResult(ctx context.Context) error {
 // after Stop it then frees the ledger and exits. Use it to shut down around
 // a step that hangs; StopContext calls it when its context is done.
 func (w *Worker) Abandon() { w.status.abandon() }
-
-// ask sends msg to the GPU actor and waits for its reply; a caller alone in
-// the mailbox polls for it while the GPU thread works (DefaultBusyPoll).
-func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, error) {
-	return askBusy(ctx, w, msg, reply, DefaultBusyPoll)
-}
-
-// ctxDone is ctx.Done(), nil (never closed) for a nil ctx.
-func ctxDone(ctx context.Context) <-chan struct{} {
-	if ctx == nil {
-		return nil
-	}
-	return ctx.Done()
-}
-
-// askBusy is ask with the busy poll busy (0: poll for the spin only).
-//
-// A caller that finds no request waiting in the GPU actor's mailbox polls
-// for its reply (pollReply), holding its P, for the spin and for as long as
-// the GPU thread is awake, up to busy; then it parks. It marks the dispatcher
-// hot first, so that the GPU thread spins for the next request after this
-// one rather than parking. Other callers, and every caller when polling is
-// off (no spin, or GOMAXPROCS 1: the GPU thread needs a P of its own), park
-// at once.
-func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, busy time.Duration) (R, error) {
-	if err := w.CheckCaller(); err != nil {
-		var zero R
-		return zero, err
-	}
-	select {
-	case <-w.closing:
-		var zero R
-		return zero, ErrClosed
-	default:
-	}
-	r, err := sendAndWait(ctx, w.status.gone, func() (R, bool) {
-		if !w.dispatcher.polls() || w.mailbox.waiting.Load() != 0 || !w.poller.CompareAndSwap(false, true) {
-			w.system.Root.Send(w.pid, msg)
-			var zero R
-			return zero, false
-		}
-		defer w.poller.Store(false)
-		d := w.dispatcher
-		d.hot.Store(true)
-		w.system.Root.Send(w.pid, msg)
-		return pollReply(reply, ctxDone(ctx), w.status.gone, d.spin, busy, d)
-	}, reply)
-	if errors.Is(err, ErrClosed) {
-		if fatal := w.Err(); fatal != nil {
-			err = fmt.Errorf("%w: %w", ErrClosed, fatal)
-		}
-	}
-	return r, err
-}
-
-// CheckCaller returns ErrReentrant when called on the GPU thread, from inside
-// a forward step, where waiting for the GPU actor would wait forever; nil
-// anywhere else. Every call of the worker checks it; callers that wait for the
-// worker through another actor check it first.
-func (w *Worker) CheckCaller() error {
-	if w.dispatcher.onPinnedThread() {
-		return ErrReentrant
-	}
-	return nil
-}
 
 // Ping makes a round trip to the GPU thread without calling the backend
 // (messages.Ping): nil when the worker serves requests.

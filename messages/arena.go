@@ -27,9 +27,11 @@ const (
 const PoolLabel = "arena_pool"
 
 // Arena is a built arena: one device pointer per BufferID, NULL for a buffer
-// the plan leaves out. The manager and every forward step share it, and its
-// Plan: treat both as read-only. (Changing them cannot reach memory the arena
-// does not own: every Device range is checked against the ledger.)
+// the plan leaves out. The caller of BuildArena and every forward step share
+// one copy, and its Plan: treat both as read-only. The supervisors keep
+// their own copy, so changing the shared one cannot make Release miss an
+// allocation, and cannot reach memory the arena does not own either: every
+// Device range is checked against the ledger.
 type Arena struct {
 	Plan *arena.Plan
 	// Ptrs is indexed by BufferID.
@@ -41,6 +43,27 @@ type Arena struct {
 	PoolBytes int64
 	// Slabs are the plan's slabs, allocated with the arena.
 	Slabs []Slab
+
+	shared *Arena // see Shared
+}
+
+// Clone returns a copy of a that shares nothing mutable with it but the Plan.
+func (a *Arena) Clone() *Arena {
+	c := *a
+	c.Slabs = append([]Slab(nil), a.Slabs...)
+	c.shared = nil
+	return &c
+}
+
+// Shared returns the copy of a that the arena supervisor hands to the caller
+// of BuildArena and to every forward step: made by the first call (Clone),
+// the same on every later one, so a supervisor restarted after it finds a in
+// the ledger hands out the same copy. Only the arena supervisor calls it.
+func (a *Arena) Shared() *Arena {
+	if a.shared == nil {
+		a.shared = a.Clone()
+	}
+	return a.shared
 }
 
 // Ptr is the device pointer of buffer id (0 when the buffer is absent).
@@ -51,7 +74,8 @@ func (a *Arena) Bytes(id arena.BufferID) int64 { return a.Plan.Buffers[id].Bytes
 
 // BuildArena asks the arena supervisor to allocate every present buffer of
 // Plan (one pool, or one allocation per buffer for the discrete layout) and
-// every slab of the plan, zero-fill norm_unit_w, and hand the slabs to the
+// every slab of the plan, zero-fill the buffers whose arena.BufferID.ZeroFill
+// is true, and hand the slabs to the
 // slab supervisor — all or nothing: on any failure everything it allocated
 // is freed. Reply: BuildArenaReply.
 type BuildArena struct {

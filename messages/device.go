@@ -9,8 +9,10 @@ type DevicePtr uint64
 // the step. Its methods run on the GPU actor's thread and may only be called
 // from inside the step function; every range is checked against the ledger
 // (the whole range must lie inside one live allocation) before it reaches the
-// backend. Errors: gpuworker.ErrOutOfRange, gpuworker.ErrNotAllocated, and
-// whatever the backend returns.
+// backend. Errors: gpuworker.ErrOutOfRange, gpuworker.ErrNotAllocated,
+// gpuworker.ErrNotGPUThread (called from a goroutine other than the step's),
+// gpuworker.ErrStepOver (called after the step returned), and whatever the
+// backend returns.
 type Device interface {
 	// Memset sets bytes bytes at ptr to value (cuMemsetD8).
 	Memset(ptr DevicePtr, value byte, bytes int64) error
@@ -18,6 +20,8 @@ type Device interface {
 	CopyHtoD(dst DevicePtr, src []byte) error
 	// CopyDtoH copies len(dst) bytes from src to host memory (cuMemcpyDtoH).
 	CopyDtoH(dst []byte, src DevicePtr) error
-	// CopyDtoD copies bytes bytes from src to dst on the device (cuMemcpyDtoD).
+	// CopyDtoD copies bytes bytes from src to dst on the device
+	// (cuMemcpyDtoD). Overlapping ranges are refused with
+	// gpuworker.ErrInvalidValue: the driver's result for them is undefined.
 	CopyDtoD(dst, src DevicePtr, bytes int64) error
 }

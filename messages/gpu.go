@@ -34,7 +34,8 @@ type AllocReply struct {
 // that starts in a view must end in it; views must be non-empty, in
 // increasing offset order, inside the allocation and not overlap, and they
 // are freed with it. Zero are byte ranges of it set to zero once every item
-// of the batch is allocated (the arena's norm_unit_w, design.md §5).
+// of the batch is allocated (the arena's zero-filled buffers,
+// arena.BufferID.ZeroFill).
 type AllocItem struct {
 	Owner string
 	Label string
@@ -228,9 +229,10 @@ type Stats struct {
 
 // WorkerStats answers Stats.
 type WorkerStats struct {
-	// ThreadIDs are the distinct OS thread ids (gettid) that ran the GPU
-	// actor's messages: one, plus one for each takeover. They never ran at
-	// the same time: a thread takes over only once the one before it ended.
+	// ThreadIDs are the distinct thread ids (gpuworker.ThreadID: the OS
+	// thread id on Linux) that ran the GPU actor's messages: one, plus one
+	// for each takeover. They never ran at the same time: a thread takes
+	// over only once the one before it ended.
 	ThreadIDs []int
 	// Takeovers counts the fresh GPU threads that took over after
 	// runtime.Goexit ended the one before (a forward step calling t.FailNow,

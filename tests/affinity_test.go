@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/gpuworker"
@@ -40,7 +38,7 @@ func TestManagerAffinity(t *testing.T) {
 		wg.Go(func() {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			callers <- unix.Gettid()
+			callers <- gpuworker.ThreadID()
 			_, err := m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
 				return dev.CopyHtoD(a.Ptr(arena.TokenIDs), []byte{1, 0, 0, 0})
 			})

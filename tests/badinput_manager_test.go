@@ -61,7 +61,7 @@ func TestBadInputNew(t *testing.T) {
 		{"negative spin", func() error { return newErr(gpuarena.WithDispatcherSpin(-1)) }, gpuarena.ErrInvalidOption, []string{"dispatcher_spin"}},
 		{"nil backend factory", func() error { return newErr(gpuarena.WithBackendFactory(nil)) }, gpuarena.ErrInvalidOption, []string{"backend"}},
 		{"nil logger", func() error { return newErr(gpuarena.WithLogger(nil)) }, gpuarena.ErrInvalidOption, []string{"logger"}},
-		{"unknown backend kind", func() error { return newErr(gpuarena.WithBackend(gpuworker.BackendConfig{Kind: "tpu"})) }, gpuarena.ErrInvalidValue, []string{"tpu"}},
+		{"unknown backend kind", func() error { return newErr(gpuarena.WithBackend(gpuworker.BackendConfig{Kind: "tpu"})) }, gpuarena.ErrBackendNotBuiltIn, []string{"tpu", "hostsim"}},
 		{"negative device capacity", func() error {
 			return newErr(gpuarena.WithBackend(gpuworker.BackendConfig{HostSim: gpuworker.HostSimConfig{TotalBytes: -1}}))
 		}, gpuarena.ErrInvalidValue, []string{"capacity"}},

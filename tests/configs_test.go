@@ -18,7 +18,7 @@ func configPaths(t *testing.T) []string {
 	t.Helper()
 	paths, err := filepath.Glob("../examples/configs/*.json")
 	if err != nil || len(paths) < 14 {
-		t.Fatalf("found %d configs (%v), want the 14 in examples/configs", len(paths), err)
+		t.Fatalf("found %d configs (%v), want the 15 in examples/configs", len(paths), err)
 	}
 	return paths
 }

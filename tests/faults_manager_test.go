@@ -126,8 +126,8 @@ func TestManagerFaultMatrix(t *testing.T) {
 
 func runManagerCell(t *testing.T, c managerCell) {
 	ctx := context.Background()
-	sim := newSim(t, gpuworker.HostSimConfig{Faults: c.faults})
-	m := simManager(t, sim, gpuarena.WithArenaLayout(gpuarena.LayoutDiscrete))
+	sim := newSim(t, gpuworker.HostSimConfig{})
+	m := simManager(t, gpuworker.WithFaults(sim, c.faults), gpuarena.WithArenaLayout(gpuarena.LayoutDiscrete))
 	if c.built {
 		if err := buildOp(ctx, m); err != nil {
 			t.Fatal(err)

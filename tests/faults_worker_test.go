@@ -125,8 +125,9 @@ func workerFaults() []workerFault {
 	}
 }
 
-// The fault matrix of the GPU worker's own operations: every fault the
-// simulated device injects, in every operation it can hit. A fault of a kind
+// The fault matrix of the GPU worker's own operations: every fault a plan
+// (gpuworker.WithFaults on the simulated device) injects, in every operation
+// it can hit. A fault of a kind
 // the operation never calls cannot hit it and has no cell: out of memory
 // (an Alloc) in free, memset and copy; a failing free in alloc, memset and
 // copy (a batch's rollback frees, so it has one); a failing memset or copy
@@ -157,8 +158,8 @@ func TestWorkerFaultMatrix(t *testing.T) {
 
 func runWorkerCell(t *testing.T, op workerOp, f workerFault, plan gpuworker.Faults) {
 	ctx := context.Background()
-	sim := newSim(t, gpuworker.HostSimConfig{Faults: plan})
-	w := simWorker(t, sim)
+	sim := newSim(t, gpuworker.HostSimConfig{})
+	w := simWorker(t, gpuworker.WithFaults(sim, plan))
 	a, err := w.Alloc(ctx, "o", "a", mib)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
-// hold is a hostsim OnCall that, once armed, blocks the n-th call of one
+// hold is a fault plan's OnCall (gpuworker.Faults) that, once armed, blocks the n-th call of one
 // operation on the GPU thread until released: a slow call whose start and
 // end the test controls, with no sleeping.
 type hold struct {
@@ -29,7 +29,7 @@ func (h *hold) arm(op string, n int) {
 	h.op, h.n, h.seen = op, n, 0
 }
 
-// onCall is the hostsim OnCall.
+// onCall is the fault plan's OnCall.
 func (h *hold) onCall(op string, _ int) {
 	h.mu.Lock()
 	hit := false
@@ -46,10 +46,12 @@ func (h *hold) onCall(op string, _ int) {
 	}
 }
 
-// holdSim is a simulated device with a hold.
-func holdSim(t testing.TB) (*gpuworker.HostSim, *hold) {
-	h := newHold()
-	return newSim(t, gpuworker.HostSimConfig{Faults: gpuworker.Faults{OnCall: h.onCall}}), h
+// holdSim is a simulated device sim and dev, the device wrapped with a hold
+// (gpuworker.WithFaults): start the worker on dev, read sim's bytes in use.
+func holdSim(t testing.TB) (sim *gpuworker.HostSim, dev gpuworker.Backend, h *hold) {
+	h = newHold()
+	sim = newSim(t, gpuworker.HostSimConfig{})
+	return sim, gpuworker.WithFaults(sim, gpuworker.Faults{OnCall: h.onCall}), h
 }
 
 // waitQueued waits until the GPU actor's mailbox holds n messages (the

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -212,6 +213,13 @@ func allocStep(ctx context.Context, w *gpuworker.Worker, m *ownerModel, rng *ran
 		q, _ := pick(rng, m.ptrs())
 		src, dst := m.live[p], m.live[q]
 		n := rng.Int64N(int64(min(len(src.data), len(dst.data))) + 1)
+		if q == p && n > 0 {
+			// A copy onto itself overlaps: refused, nothing changes.
+			if err := w.CopyDtoD(ctx, q, p, n); !errors.Is(err, gpuworker.ErrInvalidValue) {
+				return "copy device→device", fmt.Errorf("copy of %d B onto itself: %v, want ErrInvalidValue", n, err)
+			}
+			return "copy device→device", nil
+		}
 		if err := wantErr("copy device→device", w.CopyDtoD(ctx, q, p, n)); err != nil {
 			return "copy device→device", err
 		}

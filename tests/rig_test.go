@@ -31,10 +31,11 @@ func newSim(t testing.TB, cfg gpuworker.HostSimConfig) *gpuworker.HostSim {
 	return sim
 }
 
-// simManager starts a manager on sim, closed when the test ends.
-func simManager(t testing.TB, sim *gpuworker.HostSim, opts ...gpuarena.Option) *gpuarena.Manager {
+// simManager starts a manager on dev (a simulated device, or one wrapped by
+// gpuworker.WithFaults), closed when the test ends.
+func simManager(t testing.TB, dev gpuworker.Backend, opts ...gpuarena.Option) *gpuarena.Manager {
 	t.Helper()
-	opts = append([]gpuarena.Option{quiet, gpuarena.WithBackendFactory(func() (gpuworker.Backend, error) { return sim, nil })}, opts...)
+	opts = append([]gpuarena.Option{quiet, gpuarena.WithBackendFactory(func() (gpuworker.Backend, error) { return dev, nil })}, opts...)
 	m, err := gpuarena.New(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -43,10 +44,15 @@ func simManager(t testing.TB, sim *gpuworker.HostSim, opts ...gpuarena.Option) *
 	return m
 }
 
-// simWorker starts a GPU worker on sim, stopped when the test ends.
-func simWorker(t testing.TB, sim *gpuworker.HostSim) *gpuworker.Worker {
+// simWorker starts a GPU worker on dev (a simulated device, or one wrapped by
+// gpuworker.WithFaults), stopped when the test ends. It sets
+// no budget (gpuworker.WithoutBudget): only the device refuses allocations,
+// and the device's calls start with the test's own (the fault matrix counts
+// them).
+func simWorker(t testing.TB, dev gpuworker.Backend) *gpuworker.Worker {
 	t.Helper()
-	w, err := gpuworker.Start(newSystem(t), func() (gpuworker.Backend, error) { return sim, nil }, gpuworker.WithLogger(discard))
+	w, err := gpuworker.Start(newSystem(t), func() (gpuworker.Backend, error) { return dev, nil },
+		gpuworker.WithLogger(discard), gpuworker.WithoutBudget())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +89,12 @@ func agrees(t testing.TB, l ledgerer, sim *gpuworker.HostSim) gpuarena.Ledger {
 	return led
 }
 
-// supRig starts a GPU worker on sim and its supervisors — the manager's
+// supRig starts a GPU worker on dev and its supervisors — the manager's
 // composition, with the worker in reach — stopped when the test ends.
-func supRig(t testing.TB, sim *gpuworker.HostSim) (*gpuworker.Worker, *actors.Supervisors) {
+func supRig(t testing.TB, dev gpuworker.Backend) (*gpuworker.Worker, *actors.Supervisors) {
 	t.Helper()
 	system := newSystem(t)
-	w, err := gpuworker.Start(system, func() (gpuworker.Backend, error) { return sim, nil }, gpuworker.WithLogger(discard))
+	w, err := gpuworker.Start(system, func() (gpuworker.Backend, error) { return dev, nil }, gpuworker.WithLogger(discard))
 	if err != nil {
 		t.Fatal(err)
 	}

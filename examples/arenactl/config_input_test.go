@@ -10,9 +10,9 @@ import (
 	"github.com/gpuarena/gpuarena/arena"
 )
 
-// glm45 is GLM-4.5's config.json (model_type glm4_moe, 160 routed experts),
-// kept with arena's tests.
-var glm45 = filepath.Join("..", "..", "arena", "testdata", "glm-4.5-config.json")
+// acmeMoE is an MoE config.json whose model_type, acme_moe, arena does not
+// know (GLM-4.5's sizes, 160 routed experts), kept with arena's tests.
+var acmeMoE = filepath.Join("..", "..", "arena", "testdata", "acme-moe-config.json")
 
 // modelFolder makes a model folder holding the named example config as
 // config.json.
@@ -49,9 +49,9 @@ func TestConfigInputRefused(t *testing.T) {
 		{"plan folder without config.json", []string{"plan", "--config", empty}, []string{empty, "a directory without a config.json"}},
 		{"fit folder without config.json", []string{"fit", "--config", empty, "--json"}, []string{empty, "a directory without a config.json"}},
 		{"fit config past the cap", []string{"fit", "--config", over}, []string{over, "input is 4194327 bytes", "limit of 4194304 bytes"}},
-		{"plan unknown MoE", []string{"plan", "--config", glm45}, []string{glm45, `"model_type" = glm4_moe`, "n_routed_experts = 160", "qwen3_moe"}},
-		{"fit unknown MoE", []string{"fit", "--config", glm45}, []string{glm45, "n_routed_experts = 160"}},
-		{"fit unknown MoE as JSON", []string{"fit", "--config", glm45, "--json"}, []string{"n_routed_experts = 160"}},
+		{"plan unknown MoE", []string{"plan", "--config", acmeMoE}, []string{acmeMoE, `"model_type" = acme_moe`, "n_routed_experts = 160", "qwen3_moe"}},
+		{"fit unknown MoE", []string{"fit", "--config", acmeMoE}, []string{acmeMoE, "n_routed_experts = 160"}},
+		{"fit unknown MoE as JSON", []string{"fit", "--config", acmeMoE, "--json"}, []string{"n_routed_experts = 160"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,11 +13,15 @@ const fitLong = `Fit checks, without touching a device, whether the model fits o
 --device-memory bytes of which --device-used are already held by other
 processes, under --gpu-memory-utilization (design.md §6):
 
-  budget     = gpu_memory_utilization × device memory
-  committed  = used by others + weights + arena + slabs + reserve
-  kv budget  = budget − committed
-  fits       = one sequence of max_seq_len (its KV blocks, sliding-window
-               blocks and recurrent state) fits in the kv budget
+  budget          = ⌊gpu_memory_utilization × device memory⌋
+  process budget  = budget − used by others (what the GPU worker allows)
+  committed       = weights + arena + slabs + reserve
+  kv budget       = process budget − committed
+  fits            = one sequence of max_seq_len (its KV blocks, sliding-window
+                    blocks and recurrent state) fits in the kv budget
+
+Unset, --gpu-memory-utilization is 0.9 and --reserve 1 GiB; --reserve 0
+reserves nothing, and --gpu-memory-utilization 0 is refused.
 
 The report gives the breakdown, the KV-cache blocks and the sequences of
 max_seq_len that fit at once. When it does not fit: by how much, the three
@@ -48,7 +52,7 @@ func newFitCmd(a *app) *cobra.Command {
 		Short: "Check whether the model fits on a device (exit 1 when it does not)",
 		Long:  fitLong,
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.OutOrStdout()) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.OutOrStdout(), cmd.Flags().Changed) },
 	}
 	fs := cmd.Flags()
 	c.plan.register(fs, "")
@@ -56,8 +60,8 @@ func newFitCmd(a *app) *cobra.Command {
 	addUtilizationFlag(fs, &c.utilization)
 	addDeviceMemoryFlag(fs, &c.memory, "the device's total memory")
 	fs.Var(&c.used, "device-used", "memory already used by other processes: bytes or a size")
-	c.reserve = byteSize(arena.DefaultReserveBytes)
-	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size")
+	c.reserve = byteSize(arena.DefaultReserveBytes) // shown as the default; passed to arena only when given
+	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size (0: none)")
 	fs.StringVar(&c.weightDType, "weight-dtype", "", "size the weights as bf16, f32 or fp8 instead of the config's torch_dtype and quantization")
 	fs.BoolVar(&c.includeMTP, "include-mtp", false, "count the multi-token-prediction layers' weights (num_nextn_predict_layers)")
 	fs.BoolVar(&c.noWeights, "exclude-weights", false, "leave the weights out of the budget (they live elsewhere or are already resident)")
@@ -65,19 +69,23 @@ func newFitCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// options turns the flags into arena.FitOptions.
-func (c *fitCmd) options() (arena.FitOptions, error) {
-	if !(c.utilization > 0 && c.utilization <= 1) {
-		return arena.FitOptions{}, fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1]", c.utilization)
-	}
+// options turns the flags into arena.FitOptions; changed reports whether a
+// flag was given. --gpu-memory-utilization and --reserve are set only when
+// given, so that unset means arena's default and a given 0 means 0, as in
+// the API (a 0 utilization is refused there, with the flag named).
+func (c *fitCmd) options(changed func(string) bool) (arena.FitOptions, error) {
 	o := arena.FitOptions{
-		GPUMemoryUtilization: c.utilization,
-		ReserveBytes:         int64(c.reserve),
-		Weights:              arena.WeightOptions{IncludeMTP: c.includeMTP},
-		ExcludeWeights:       c.noWeights,
+		Weights:        arena.WeightOptions{IncludeMTP: c.includeMTP},
+		ExcludeWeights: c.noWeights,
 	}
-	if c.reserve == 0 {
-		o.ReserveBytes = arena.NoReserve
+	if changed("gpu-memory-utilization") {
+		if err := checkUtilization(c.utilization); err != nil {
+			return o, err
+		}
+		o.GPUMemoryUtilization = &c.utilization
+	}
+	if changed("reserve") {
+		o.ReserveBytes = new(int64(c.reserve))
 	}
 	switch c.weightDType {
 	case "":
@@ -94,16 +102,17 @@ func (c *fitCmd) options() (arena.FitOptions, error) {
 }
 
 // run plans, fits and writes the report; it returns a negative answer
-// (exit status 1) when the plan does not fit.
-func (c *fitCmd) run(w io.Writer) error {
-	cfg, plan, err := c.plan.plan()
+// (exit status 1) when the plan does not fit. changed reports whether a
+// flag was given.
+func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
+	cfg, plan, err := c.plan.plan(changed)
 	if err != nil {
 		return err
 	}
 	if c.used > c.memory {
 		return fmt.Errorf("--device-used %s is more than --device-memory %s", human(int64(c.used)), human(int64(c.memory)))
 	}
-	opts, err := c.options()
+	opts, err := c.options(changed)
 	if err != nil {
 		return err
 	}
@@ -138,6 +147,7 @@ func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport)
 	row(tw, "device memory", bytesAndHuman(r.Device.TotalBytes))
 	row(tw, "budget", fmt.Sprintf("%s = %g × device memory", bytesAndHuman(r.BudgetBytes), r.GPUMemoryUtilization))
 	row(tw, "used by others", bytesAndHuman(r.UsedByOthersBytes))
+	row(tw, "process budget", fmt.Sprintf("%s = budget − used by others", bytesAndHuman(r.ProcessBudgetBytes)))
 	weights := bytesAndHuman(r.WeightBytes)
 	if r.Weights != nil {
 		weights += fmt.Sprintf("  (%.2fB params, %.2fB active per token)", float64(r.Weights.TotalParams)/1e9, float64(r.Weights.ActiveParams)/1e9)

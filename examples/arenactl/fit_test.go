@@ -83,3 +83,60 @@ func TestFitFlags(t *testing.T) {
 		t.Errorf("--weight-dtype int3: exit %d, stderr %q", bad.code, bad.stderr)
 	}
 }
+
+// TestUnsetAndZeroFlags: an unset flag is arena's default, a given 0 is 0,
+// as in the API: --reserve (1 GiB; 0 reserves nothing),
+// --gpu-memory-utilization (0.9), --k-max (3; 0 is no speculative decoding).
+func TestUnsetAndZeroFlags(t *testing.T) {
+	cfg := configPath("llama-3.1-8b")
+	fitTests := []struct {
+		name        string
+		args        []string
+		wantReserve int64
+		wantUtil    float64
+		wantBudget  int64
+	}{
+		{"unset", nil, 1 << 30, 0.9, 136_257_837_465},
+		{"reserve 0 is none", []string{"--reserve", "0"}, 0, 0.9, 136_257_837_465},
+		{"reserve 512MiB", []string{"--reserve", "512MiB"}, 512 << 20, 0.9, 136_257_837_465},
+		{"utilization 1", []string{"--gpu-memory-utilization", "1"}, 1 << 30, 1, 141 << 30},
+	}
+	for _, tt := range fitTests {
+		t.Run("fit "+tt.name, func(t *testing.T) {
+			r := cli(t, append([]string{"fit", "--config", cfg, "--json"}, tt.args...)...).mustSucceed(t)
+			var f arena.FitReport
+			if err := json.Unmarshal([]byte(r.stdout), &f); err != nil {
+				t.Fatal(err)
+			}
+			if f.ReserveBytes != tt.wantReserve || f.GPUMemoryUtilization != tt.wantUtil || f.BudgetBytes != tt.wantBudget {
+				t.Errorf("reserve %d B, utilization %g, budget %d B; want %d B, %g, %d B",
+					f.ReserveBytes, f.GPUMemoryUtilization, f.BudgetBytes, tt.wantReserve, tt.wantUtil, tt.wantBudget)
+			}
+		})
+	}
+	planTests := []struct {
+		name     string
+		args     []string
+		wantKMax int64
+	}{
+		{"unset", nil, 3},
+		{"0 is no speculative decoding", []string{"--k-max", "0"}, 0},
+		{"5", []string{"--k-max", "5"}, 5},
+	}
+	for _, tt := range planTests {
+		t.Run("plan k_max "+tt.name, func(t *testing.T) {
+			r := cli(t, append([]string{"plan", "--config", cfg, "--json"}, tt.args...)...).mustSucceed(t)
+			var p struct {
+				Options struct {
+					KMax *int64 `json:"k_max"`
+				} `json:"options"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Options.KMax == nil || *p.Options.KMax != tt.wantKMax {
+				t.Errorf("k_max %v, want %d", p.Options.KMax, tt.wantKMax)
+			}
+		})
+	}
+}

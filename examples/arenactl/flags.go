@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -18,12 +19,15 @@ import (
 type planFlags struct {
 	config string
 	opts   arena.Options
+	kMax   int64 // --k-max, set in opts only when given
 }
 
 // register adds the plan flags to fs. configDefault "" makes --config
 // required (the caller marks it); otherwise it is the default path. Every
-// option flag defaults to 0, "arena's default" (arena.Options.Resolve), so the
-// defaults live in one place; the help text names them.
+// option flag whose 0 means "arena's default" (arena.Options.Resolve)
+// defaults to 0, so the defaults live in one place; the help text names
+// them. --k-max, whose 0 is a value (no speculative decoding), shows
+// arena.DefaultKMax and is passed to arena only when given.
 func (f *planFlags) register(fs *pflag.FlagSet, configDefault string) {
 	usage := "Hugging Face config.json of the model, or the model folder that holds it"
 	if configDefault == "" {
@@ -38,18 +42,23 @@ func (f *planFlags) register(fs *pflag.FlagSet, configDefault string) {
 		fmt.Sprintf("kv_block_size: tokens per paged KV-cache block (0: %d)", arena.DefaultKVBlockSize))
 	fs.Int64Var(&f.opts.MaxBatchSize, "max-batch-size", 0,
 		fmt.Sprintf("max_batch_size: most sequences in one decode step, at most max_batch_tokens (0: min(%d, max_batch_tokens))", arena.DefaultMaxBatchSize))
-	fs.Int64Var(&f.opts.KMax, "k-max", 0,
-		fmt.Sprintf("k_max: speculative tokens verified per step (0: %d)", arena.DefaultKMax))
+	fs.Int64Var(&f.kMax, "k-max", arena.DefaultKMax,
+		"k_max: speculative tokens verified per step (0: no speculative decoding)")
 	fs.Int64Var(&f.opts.LoRAMaxRank, "lora-max-rank", 0, "lora_max_rank: largest LoRA adapter rank (0: no LoRA scratch)")
 	fs.BoolVar(&f.opts.FP8Rowwise, "fp8-rowwise", false, "fp8_rowwise: FP8 row-wise GDN weights (adds the "+arena.SlabSSMRowwiseW+" slab)")
 	fs.BoolVar(&f.opts.Q2Prefill, "q2-prefill", false, "q2_prefill: native Q2 prefill path and its scratch buffers")
 }
 
-// plan loads the config and sizes its arena. Option errors come from arena
-// (which names the option) with the flag added.
-func (f *planFlags) plan() (*arena.ModelConfig, *arena.Plan, error) {
+// plan loads the config and sizes its arena; changed reports whether a flag
+// was given on the command line (cobra's cmd.Flags().Changed). Option errors
+// come from arena (which names the option) with the flag added.
+func (f *planFlags) plan(changed func(string) bool) (*arena.ModelConfig, *arena.Plan, error) {
 	if f.config == "" {
 		return nil, nil, errors.New("--config: no config.json given")
+	}
+	f.opts.KMax = nil
+	if changed("k-max") {
+		f.opts.KMax = &f.kMax
 	}
 	cfg, err := arena.LoadConfig(f.config)
 	if err != nil {
@@ -65,8 +74,9 @@ func (f *planFlags) plan() (*arena.ModelConfig, *arena.Plan, error) {
 // optionFlags maps arena's option names to the flags that set them where the
 // name is not simply the flag's (snake_case → kebab-case).
 var optionFlags = map[string]string{
-	"total_bytes": "device-memory",
-	"free_bytes":  "device-used",
+	"total_bytes":          "device-memory",
+	"free_bytes":           "device-used",
+	"used_by_others_bytes": "device-used",
 }
 
 // withFlag adds the flag's name to an *arena.OptionError, so the message says
@@ -83,10 +93,21 @@ func withFlag(err error) error {
 	return fmt.Errorf("--%s: %w", flag, err)
 }
 
-// addUtilizationFlag adds --gpu-memory-utilization.
+// addUtilizationFlag adds --gpu-memory-utilization. Unset, it is
+// arena.DefaultGPUMemoryUtilization, as in the API; 0 is refused, as in the
+// API (checkUtilization).
 func addUtilizationFlag(fs *pflag.FlagSet, p *float64) {
 	fs.Float64Var(p, "gpu-memory-utilization", arena.DefaultGPUMemoryUtilization,
 		"fraction (0, 1] of the device's total memory this process may hold; memory used by others counts against it")
+}
+
+// checkUtilization is arena.ValidateGPUMemoryUtilization's error for u, with
+// the flag's name.
+func checkUtilization(u float64) error {
+	if err := arena.ValidateGPUMemoryUtilization(u); err != nil {
+		return withFlag(err)
+	}
+	return nil
 }
 
 // addDeviceMemoryFlag adds --device-memory, the simulated device's capacity.
@@ -104,19 +125,21 @@ type backendFlags struct {
 
 // register adds --backend and --device-memory, and --device when withOrdinal.
 func (b *backendFlags) register(fs *pflag.FlagSet, withOrdinal bool) {
-	fs.StringVar(&b.kind, "backend", gpuworker.KindHostSim, "backend: hostsim (simulated device) or cuda (needs a -tags cuda build)")
+	fs.StringVar(&b.kind, "backend", gpuworker.KindHostSim,
+		"backend, one of those built in: "+strings.Join(gpuworker.Backends(), ", ")+" (hostsim: the simulated device; cuda needs a -tags cuda build)")
 	if withOrdinal {
-		fs.IntVar(&b.ordinal, "device", 0, "CUDA device ordinal (cuda only)")
+		fs.IntVar(&b.ordinal, "device", 0, "device ordinal (a backend with several devices, such as cuda)")
 	}
 	addDeviceMemoryFlag(fs, &b.memory, "hostsim only, the simulated device's capacity")
 }
 
 // config returns the gpuworker backend configuration for device ordinal.
-// It refuses an unknown backend, and --device-memory with cuda (changed
-// reports whether a flag was set on the command line).
+// It refuses a backend that is not built in (a *gpuworker.BackendNotBuiltInError),
+// and --device-memory with a backend other than hostsim (changed reports
+// whether a flag was set on the command line).
 func (b *backendFlags) config(ordinal int, changed func(string) bool) (gpuworker.BackendConfig, error) {
-	switch b.kind {
-	case gpuworker.KindHostSim:
+	switch {
+	case b.kind == gpuworker.KindHostSim:
 		if b.memory <= 0 {
 			return gpuworker.BackendConfig{}, fmt.Errorf("--device-memory %d: must be positive", int64(b.memory))
 		}
@@ -129,12 +152,11 @@ func (b *backendFlags) config(ordinal int, changed func(string) bool) (gpuworker
 		}
 		return gpuworker.BackendConfig{Kind: gpuworker.KindHostSim,
 			HostSim: gpuworker.HostSimConfig{Name: name, TotalBytes: int64(b.memory)}}, nil
-	case gpuworker.KindCUDA:
-		if changed("device-memory") {
-			return gpuworker.BackendConfig{}, errors.New("--device-memory: applies to the hostsim backend only (cuda reports its own)")
-		}
-		return gpuworker.BackendConfig{Kind: gpuworker.KindCUDA, Ordinal: ordinal}, nil
+	case !slices.Contains(gpuworker.Backends(), b.kind):
+		return gpuworker.BackendConfig{}, fmt.Errorf("--backend %q: %w", b.kind, &gpuworker.BackendNotBuiltInError{Name: b.kind, Available: gpuworker.Backends()})
+	case changed("device-memory"):
+		return gpuworker.BackendConfig{}, fmt.Errorf("--device-memory: applies to the hostsim backend only (%s reports its own)", b.kind)
 	default:
-		return gpuworker.BackendConfig{}, fmt.Errorf("--backend %q: want %s or %s", b.kind, gpuworker.KindHostSim, gpuworker.KindCUDA)
+		return gpuworker.BackendConfig{Kind: b.kind, Ordinal: ordinal}, nil
 	}
 }

@@ -17,14 +17,13 @@ import (
 	"context"
 	"os"
 	"os/signal"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // main runs arenactl; Ctrl-C (SIGINT) or SIGTERM stops submitting work, and
 // what was built is still released.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, unix.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

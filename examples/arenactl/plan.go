@@ -37,7 +37,7 @@ func newPlanCmd(a *app) *cobra.Command {
 		Short: "Size every buffer of the arena for a model and serving options",
 		Long:  planLong,
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.OutOrStdout()) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.OutOrStdout(), cmd.Flags().Changed) },
 	}
 	c.plan.register(cmd.Flags(), "")
 	_ = cmd.MarkFlagRequired("config")
@@ -46,9 +46,10 @@ func newPlanCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// run plans and writes the table or the JSON.
-func (c *planCmd) run(w io.Writer) error {
-	_, plan, err := c.plan.plan()
+// run plans and writes the table or the JSON; changed reports whether a
+// flag was given.
+func (c *planCmd) run(w io.Writer, changed func(string) bool) error {
+	_, plan, err := c.plan.plan(changed)
 	if err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ type optionsJSON struct {
 func optionsToJSON(o arena.Options) optionsJSON {
 	return optionsJSON{
 		MaxBatchTokens: o.MaxBatchTokens, MaxSeqLen: o.MaxSeqLen, KVBlockSize: o.KVBlockSize,
-		MaxBatchSize: o.MaxBatchSize, KMax: o.KMax, LoRAMaxRank: o.LoRAMaxRank,
+		MaxBatchSize: o.MaxBatchSize, KMax: *o.KMax, LoRAMaxRank: o.LoRAMaxRank,
 		FP8Rowwise: o.FP8Rowwise, Q2Prefill: o.Q2Prefill,
 	}
 }
@@ -131,7 +132,7 @@ func writePlanText(w io.Writer, config string, p *arena.Plan, listAll bool) {
 	o := p.Options
 	fmt.Fprintf(w, "model_type %s (%s)\n", p.ModelType, config)
 	fmt.Fprintf(w, "options    max_batch_tokens=%d max_seq_len=%d kv_block_size=%d max_batch_size=%d k_max=%d lora_max_rank=%d fp8_rowwise=%t q2_prefill=%t\n\n",
-		o.MaxBatchTokens, o.MaxSeqLen, o.KVBlockSize, o.MaxBatchSize, o.KMax, o.LoRAMaxRank, o.FP8Rowwise, o.Q2Prefill)
+		o.MaxBatchTokens, o.MaxSeqLen, o.KVBlockSize, o.MaxBatchSize, *o.KMax, o.LoRAMaxRank, o.FP8Rowwise, o.Q2Prefill)
 	tw := newTable(w)
 	row(tw, "BUFFER", "DTYPE", "SHAPE", "BYTES", "SIZE", "")
 	hidden := 0

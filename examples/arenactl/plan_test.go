@@ -138,6 +138,8 @@ func TestBadInput(t *testing.T) {
 		{"negative max_batch_tokens in run", []string{"run", "--config", llama, "--max-batch-tokens", "-1"}, []string{"--max-batch-tokens"}},
 		{"utilization out of range", []string{"fit", "--config", llama, "--gpu-memory-utilization", "1.5"}, []string{"--gpu-memory-utilization", "1.5"}},
 		{"utilization out of range in run", []string{"run", "--config", llama, "--gpu-memory-utilization", "0"}, []string{"--gpu-memory-utilization"}},
+		{"utilization 0 in fit", []string{"fit", "--config", llama, "--gpu-memory-utilization", "0"}, []string{"--gpu-memory-utilization", "gpu_memory_utilization = 0", "(0, 1]"}},
+		{"negative k_max", []string{"plan", "--config", llama, "--k-max", "-1"}, []string{"--k-max", "k_max = -1", "set 0 for no speculative decoding"}},
 		{"bad size", []string{"fit", "--config", llama, "--device-memory", "12QB"}, []string{"--device-memory", "QB"}},
 		{"used past total", []string{"fit", "--config", llama, "--device-memory", "80GB", "--device-used", "81GB"}, []string{"--device-used", "--device-memory"}},
 		{"bad backend", []string{"run", "--config", llama, "--backend", "tpu"}, []string{"--backend", "tpu"}},

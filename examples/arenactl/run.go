@@ -96,7 +96,7 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, plan, err := c.plan.plan()
+	cfg, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 		log.Warn("run: state at failure", "report", rep)
 		return err
 	}
-	rep.checkInvariants(bc.Kind != gpuworker.KindCUDA)
+	rep.checkInvariants(bc.Kind == gpuworker.KindHostSim)
 	if c.jsonOut {
 		err = writeJSON(cmd.OutOrStdout(), rep)
 	} else {
@@ -151,7 +151,7 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 	rep.DeviceFreeBefore = free
 	if r, err := arena.Fit(plan, cfg, arena.DeviceMemory{TotalBytes: total, FreeBytes: free},
 		// run builds only the arena, in a process whose context already exists.
-		arena.FitOptions{GPUMemoryUtilization: c.utilization, ExcludeWeights: true, ReserveBytes: arena.NoReserve}); err != nil {
+		arena.FitOptions{GPUMemoryUtilization: &c.utilization, ExcludeWeights: true, ReserveBytes: new(int64(0))}); err != nil {
 		log.Warn("run: preflight fit failed", "err", err)
 	} else {
 		rep.Fits, rep.KVBlocks = r.Fits, r.KVBlocks

@@ -101,14 +101,14 @@ func (c *soakCmd) run(cmd *cobra.Command, _ []string) error {
 	if c.clients < 1 {
 		return fmt.Errorf("--clients %d: must be at least 1", c.clients)
 	}
-	if !(c.utilization > 0 && c.utilization <= 1) {
-		return fmt.Errorf("--gpu-memory-utilization %v: must be in (0, 1]", c.utilization)
+	if err := checkUtilization(c.utilization); err != nil {
+		return err
 	}
 	bc, err := c.backend.config(c.backend.ordinal, cmd.Flags().Changed)
 	if err != nil {
 		return err
 	}
-	_, plan, err := c.plan.plan()
+	_, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {
 		return err
 	}
@@ -138,13 +138,14 @@ func (c *soakCmd) run(cmd *cobra.Command, _ []string) error {
 }
 
 // soakDevice opens the device of one cycle: the backend factory and, where
-// the backend can tell, a function that reads its bytes in use (nil for cuda).
+// the backend can tell, a function that reads its bytes in use (nil for a
+// real device).
 type soakDevice func() (gpuworker.BackendFactory, func() int64, error)
 
 // deviceFor is the soakDevice of a backend configuration: a fresh simulated
 // device per cycle, or the real one.
 func deviceFor(bc gpuworker.BackendConfig) soakDevice {
-	if bc.Kind == gpuworker.KindCUDA {
+	if bc.Kind != gpuworker.KindHostSim {
 		return func() (gpuworker.BackendFactory, func() int64, error) { return bc.Factory(), nil, nil }
 	}
 	return func() (gpuworker.BackendFactory, func() int64, error) {
@@ -199,7 +200,7 @@ func (s *soak) run(ctx context.Context) (*soakReport, error) {
 			return rep, fmt.Errorf("cycle %d: %w", n, err)
 		}
 	}
-	if s.backend == gpuworker.KindCUDA && s.firstFree {
+	if s.backend != gpuworker.KindHostSim && s.firstFree {
 		return rep, s.checkCUDAFree(rep, "after the last Close")
 	}
 	return rep, nil
@@ -221,7 +222,7 @@ func (s *soak) runCycle(ctx context.Context, n int, d time.Duration, rep *soakRe
 	}
 	s.cur.Store(m)
 	defer s.cur.Store(nil)
-	if s.backend == gpuworker.KindCUDA {
+	if s.backend != gpuworker.KindHostSim {
 		if err := s.checkCUDAStart(m, rep, n); err != nil {
 			_ = m.Close()
 			return err

@@ -1,4 +1,4 @@
-package gpuworker
+package pinned
 
 import (
 	"sync"

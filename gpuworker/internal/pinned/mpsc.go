@@ -1,4 +1,4 @@
-package gpuworker
+package pinned
 
 import (
 	"sync/atomic"
@@ -14,7 +14,7 @@ import (
 //
 // A push that has swapped the tail but not yet linked its node is not seen by
 // pop until it links; a producer that then wakes a parked consumer
-// (pinnedMailbox) loses nothing, since it links before it checks whether the
+// (the mailbox) loses nothing, since it links before it checks whether the
 // consumer is parked.
 type mpscQueue struct {
 	head *mpscNode // the consumer's: the last node popped (or the stub)

@@ -1,4 +1,4 @@
-package gpuworker
+package pinned
 
 import (
 	"slices"
@@ -7,7 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// recordingInvoker records what a pinnedMailbox hands it, in order; it
+// recordingInvoker records what a mailbox hands it, in order; it
 // panics on the user message panicOn.
 type recordingInvoker struct {
 	got       []any
@@ -28,15 +28,15 @@ func (r *recordingInvoker) EscalateFailure(reason, m any) {
 
 // newTestMailbox is a pinned mailbox on a dispatcher with no goroutine: the
 // test plays the consumer and calls run itself.
-func newTestMailbox(inv actor.MessageInvoker) *pinnedMailbox {
-	m := pinnedMailboxProducer().(*pinnedMailbox)
-	m.RegisterHandlers(inv, &PinnedDispatcher{})
+func newTestMailbox(inv actor.MessageInvoker) *mailbox {
+	m := NewMailbox().(*mailbox)
+	m.RegisterHandlers(inv, &Dispatcher{})
 	return m
 }
 
 // System messages are handled before user messages posted earlier; user
 // messages in the order posted; waiting counts the user messages not taken.
-func TestPinnedMailboxHandlesSystemMessagesFirst(t *testing.T) {
+func TestMailboxHandlesSystemMessagesFirst(t *testing.T) {
 	inv := &recordingInvoker{}
 	m := newTestMailbox(inv)
 	stop := &actor.Stop{}
@@ -59,7 +59,7 @@ func TestPinnedMailboxHandlesSystemMessagesFirst(t *testing.T) {
 
 // A suspended mailbox holds its user messages until it is resumed, and
 // still handles system messages.
-func TestPinnedMailboxHoldsUserMessagesWhileSuspended(t *testing.T) {
+func TestMailboxHoldsUserMessagesWhileSuspended(t *testing.T) {
 	inv := &recordingInvoker{}
 	m := newTestMailbox(inv)
 	m.PostSystemMessage(&actor.SuspendMailbox{})
@@ -80,7 +80,7 @@ func TestPinnedMailboxHoldsUserMessagesWhileSuspended(t *testing.T) {
 
 // A panicking handler is escalated with its message and ends the run; the
 // next run goes on with the next message.
-func TestPinnedMailboxEscalatesAPanic(t *testing.T) {
+func TestMailboxEscalatesAPanic(t *testing.T) {
 	inv := &recordingInvoker{panicOn: "bad"}
 	m := newTestMailbox(inv)
 	m.PostUserMessage("bad")
@@ -98,7 +98,7 @@ func TestPinnedMailboxEscalatesAPanic(t *testing.T) {
 }
 
 // run handles at most limit messages.
-func TestPinnedMailboxRunStopsAtTheLimit(t *testing.T) {
+func TestMailboxRunStopsAtTheLimit(t *testing.T) {
 	inv := &recordingInvoker{}
 	m := newTestMailbox(inv)
 	for _, s := range []string{"a", "b", "c"} {

@@ -1,4 +1,4 @@
-package gpuworker
+package pinned
 
 import (
 	"fmt"
@@ -7,35 +7,25 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
-// parkModes are the ways the pinned goroutine may park: always in the
-// scheduler, always in futex(2), and by GOMAXPROCS at each park.
-var parkModes = []parkPolicy{parkAlwaysInScheduler, parkAlwaysInKernel, parkByProcs}
-
-func parkMode(p parkPolicy) string {
-	switch p {
-	case parkAlwaysInScheduler:
-		return "scheduler"
-	case parkAlwaysInKernel:
-		return "futex"
-	default:
-		return "by-gomaxprocs"
-	}
+// parkMode is a way the pinned goroutine may park, named for subtests; the
+// modes of each system are in park_linux_test.go and park_other_test.go.
+type parkMode struct {
+	name   string
+	policy parkPolicy
 }
 
 // A scheduled function runs on the pinned thread, after those scheduled
 // before it; one scheduled after Stop never runs.
 func TestScheduleRunsOnThePinnedThreadInOrder(t *testing.T) {
-	for _, kernel := range parkModes {
-		t.Run(parkMode(kernel), func(t *testing.T) {
-			d := newPinnedDispatcher(0, DefaultSpin, kernel)
+	for _, mode := range parkModes {
+		t.Run(mode.name, func(t *testing.T) {
+			d := newDispatcher(0, DefaultSpin, mode.policy)
 			type run struct{ i, tid int }
 			runs := make(chan run, 4)
 			for i := range 3 {
-				d.Schedule(func() { runs <- run{i, unix.Gettid()} })
+				d.Schedule(func() { runs <- run{i, ThreadID()} })
 			}
 			for want := range 3 {
 				r := <-runs
@@ -44,7 +34,7 @@ func TestScheduleRunsOnThePinnedThreadInOrder(t *testing.T) {
 				}
 			}
 			d.Stop()
-			d.Schedule(func() { runs <- run{3, unix.Gettid()} })
+			d.Schedule(func() { runs <- run{3, ThreadID()} })
 			d.Stop() // idempotent; the goroutine has exited
 			if len(runs) != 0 {
 				t.Fatal("a function scheduled after Stop ran")
@@ -54,19 +44,19 @@ func TestScheduleRunsOnThePinnedThreadInOrder(t *testing.T) {
 }
 
 // Work posted by many goroutines at once, while the pinned goroutine runs,
-// spins (a caller marked it hot, or announced work with expect) or parks,
-// is all done: no wake-up is lost, in either park mode, with and without a
+// spins (a caller marked it hot, or announced work with Expect) or parks,
+// is all done: no wake-up is lost, in every park mode, with and without a
 // spin. Producers wait for everything posted so far now and then, so the
 // goroutine parks between their posts; a wait that outlasts its deadline is
 // a lost wake-up.
 func TestNoWakeUpIsLost(t *testing.T) {
-	for _, kernel := range parkModes {
+	for _, mode := range parkModes {
 		for _, spin := range []time.Duration{0, DefaultSpin} {
-			t.Run(fmt.Sprintf("%s/spin=%v", parkMode(kernel), spin), func(t *testing.T) {
-				d := newPinnedDispatcher(0, spin, kernel)
+			t.Run(fmt.Sprintf("%s/spin=%v", mode.name, spin), func(t *testing.T) {
+				d := newDispatcher(0, spin, mode.policy)
 				defer d.Stop()
 				inv := &countingInvoker{}
-				m := pinnedMailboxProducer().(*pinnedMailbox)
+				m := NewMailbox().(*mailbox)
 				m.RegisterHandlers(inv, d)
 				const producers, posts = 8, 2000
 				var posted, ran atomic.Int64
@@ -97,7 +87,7 @@ func TestNoWakeUpIsLost(t *testing.T) {
 							case 0:
 								d.hot.Store(true)
 							case 1:
-								d.expect()
+								d.Expect()
 							case 2:
 								time.Sleep(time.Duration(r.IntN(50)) * time.Microsecond)
 							}
@@ -124,7 +114,7 @@ func TestNoWakeUpIsLost(t *testing.T) {
 	}
 }
 
-// countingInvoker counts the messages a pinnedMailbox hands it.
+// countingInvoker counts the messages a mailbox hands it.
 type countingInvoker struct{ user, system atomic.Int64 }
 
 func (c *countingInvoker) InvokeSystemMessage(any)  { c.system.Add(1) }

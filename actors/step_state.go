@@ -1,0 +1,36 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gpuarena/gpuarena/messages"
+)
+
+// The states of a forward step as its caller and the GPU thread see it.
+const (
+	stepQueued int32 = iota
+	stepStarted
+	stepGivenUp
+)
+
+// stepState decides, race-free, between a caller that gives up on a forward
+// step and the GPU thread that starts it: whichever moves it out of
+// stepQueued first wins. A step its caller gave up on never starts; a step
+// that started is waited for, because it may use the caller's memory.
+type stepState struct{ v atomic.Int32 }
+
+// guard wraps step so that it runs only if its caller has not given up.
+func (st *stepState) guard(ctx context.Context, step messages.ArenaStep) messages.ArenaStep {
+	return func(a *messages.Arena, dev messages.Device) error {
+		if !st.v.CompareAndSwap(stepQueued, stepStarted) {
+			return fmt.Errorf("forward: %w: its caller gave up before it started; it did not run", context.Cause(ctx))
+		}
+		return step(a, dev)
+	}
+}
+
+// giveUp reports whether the caller gave up in time: false when the step
+// has already started.
+func (st *stepState) giveUp() bool { return st.v.CompareAndSwap(stepQueued, stepGivenUp) }

@@ -1,0 +1,26 @@
+package arena
+
+// qwen2: Qwen2 (modeling_qwen2.py Qwen2Attention): Llama with q/k/v biases.
+type qwen2 struct{ decoder }
+
+// qwen2MoE: Qwen2-MoE (modeling_qwen2_moe.py): qwen2's attention, routed
+// experts (num_experts, decoder_sparse_step, mlp_only_layers) and a shared
+// expert of shared_expert_intermediate_size gated by shared_expert_gate.
+type qwen2MoE struct{ decoder }
+
+func init() {
+	registerFamily(qwen2{}, "qwen2")
+	registerFamily(qwen2MoE{decoder{ffn: ffnStyle{sharedExpertGate: true}}}, "qwen2_moe")
+}
+
+// parse reads a standard dense decoder with attention biases.
+func (qwen2) parse(r *fieldReader, c *ModelConfig) {
+	c.AttentionBias = true
+	parseDense(r, c)
+}
+
+// parse reads a standard MoE decoder (num_experts) with attention biases.
+func (qwen2MoE) parse(r *fieldReader, c *ModelConfig) {
+	c.AttentionBias = true
+	parseMoE(r, c, "num_experts", nil)
+}

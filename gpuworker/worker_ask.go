@@ -1,0 +1,63 @@
+package gpuworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
+)
+
+// ask sends msg to the GPU actor and waits for its reply; a caller alone in
+// the mailbox polls for it while the GPU thread works (DefaultBusyPoll).
+func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, error) {
+	return askBusy(ctx, w, msg, reply, DefaultBusyPoll)
+}
+
+// ctxDone is ctx.Done(), nil (never closed) for a nil ctx.
+func ctxDone(ctx context.Context) <-chan struct{} {
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Done()
+}
+
+// askBusy is ask with the busy poll busy (0: poll for the spin only).
+//
+// A caller that finds no request waiting in the GPU actor's mailbox polls
+// for its reply (pinned.SendAndPoll), holding its P, for the spin and for as
+// long as the GPU thread is awake, up to busy; then it parks. Other callers,
+// and every caller when polling is off (no spin, or GOMAXPROCS 1: the GPU
+// thread needs a P of its own), park at once.
+func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, busy time.Duration) (R, error) {
+	if err := w.CheckCaller(); err != nil {
+		var zero R
+		return zero, err
+	}
+	select {
+	case <-w.closing:
+		var zero R
+		return zero, ErrClosed
+	default:
+	}
+	r, err := sendAndWait(ctx, w.status.gone, func() (R, bool) {
+		return pinned.SendAndPoll(w.dispatcher, func() { w.system.Root.Send(w.pid, msg) }, reply, ctxDone(ctx), w.status.gone, busy)
+	}, reply)
+	if errors.Is(err, ErrClosed) {
+		if fatal := w.Err(); fatal != nil {
+			err = fmt.Errorf("%w: %w", ErrClosed, fatal)
+		}
+	}
+	return r, err
+}
+
+// CheckCaller returns ErrReentrant when called on the GPU thread, from inside
+// a forward step, where waiting for the GPU actor would wait forever; nil
+// anywhere else. Every call of the worker checks it, and so does AskVia.
+func (w *Worker) CheckCaller() error {
+	if w.dispatcher.OnPinnedThread() {
+		return ErrReentrant
+	}
+	return nil
+}

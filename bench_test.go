@@ -7,8 +7,9 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/bench"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/bench"
 )
 
 // The benchmarks here measure the facade on a simulated H200: building and
@@ -70,7 +71,7 @@ func BenchmarkBuildArena(b *testing.B) {
 
 // benchDirectBuild runs direct build cycles, each on a new locked thread
 // with a backend opened there (bench.DirectBuild).
-func benchDirectBuild(b *testing.B, plan *arena.Plan, layout gpuarena.Layout) {
+func benchDirectBuild(b *testing.B, plan *arena.Plan, layout device.Layout) {
 	d, err := bench.NewDirectBuild(plan, layout)
 	if err != nil {
 		b.Fatal(err)

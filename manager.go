@@ -12,34 +12,8 @@ import (
 
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
-)
-
-// Types an embedder meets, re-exported from the packages behind the facade.
-type (
-	// Arena is a built arena: one device pointer per arena.BufferID.
-	Arena = messages.Arena
-	// Layout is how an arena is allocated: LayoutPooled or LayoutDiscrete.
-	Layout = messages.Layout
-	// Device is the device handle a forward step gets.
-	Device = messages.Device
-	// DevicePtr is a device address; 0 is NULL.
-	DevicePtr = messages.DevicePtr
-	// Ledger is a snapshot of every live allocation and the counters.
-	Ledger = messages.Ledger
-	// ReleaseReport says what a Release freed.
-	ReleaseReport = messages.ReleaseReply
-	// Stats says how the GPU worker has run (its OS thread ids among others).
-	Stats = messages.WorkerStats
-	// DeviceInfo describes the device.
-	DeviceInfo = gpuworker.DeviceInfo
-)
-
-// The arena layouts; see WithArenaLayout.
-const (
-	LayoutPooled   = messages.LayoutPooled
-	LayoutDiscrete = messages.LayoutDiscrete
 )
 
 // Manager owns one device through one GPU actor and its supervisors. Its
@@ -49,7 +23,7 @@ type Manager struct {
 	worker *gpuworker.Worker
 	sup    *actors.Supervisors
 	logger *slog.Logger
-	layout Layout
+	layout device.Layout
 	// forwardHist observes every forward step that ran (see Collector).
 	forwardHist prometheus.Histogram
 
@@ -98,8 +72,9 @@ func New(opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// Device describes the device.
-func (m *Manager) Device() DeviceInfo { return m.worker.Info() }
+// Device describes the device: its backend, ordinal, name, memory in bytes
+// and compute capability.
+func (m *Manager) Device() gpuworker.DeviceInfo { return m.worker.Info() }
 
 // Budget is the most bytes this process may hold: ⌊gpu_memory_utilization ×
 // total⌋ less what other processes held at New, computed by arena.Budget,
@@ -112,14 +87,14 @@ func (m *Manager) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err
 }
 
 // BuildArena allocates every present buffer of plan — as one pool (the
-// default layout) or one allocation per buffer (WithArenaLayout(LayoutDiscrete))
-// — and every slab of the plan, and zero-fills the buffers that must read
+// default layout) or one allocation per buffer
+// (WithArenaLayout(device.LayoutDiscrete)) — and every slab of the plan, and zero-fills the buffers that must read
 // as zeros (arena.BufferID.ZeroFill), all or nothing: a
 // failure at any allocation frees the ones before it. Once the allocation has started it runs to
 // its end even if ctx is cancelled, and what it built is released by Release
 // or Close. Errors: ErrArenaBuilt, ErrReleased, ErrClosed, an
 // *gpuworker.OutOfMemoryError (errors.Is ErrOutOfMemory).
-func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, error) {
+func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*device.Arena, error) {
 	if err := m.worker.CheckCaller(); err != nil {
 		return nil, err
 	}
@@ -145,15 +120,15 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*Arena, err
 // *gpuworker.StepPanicError with the stack), ErrStepExited (the step called
 // runtime.Goexit; the manager keeps serving), the context's, and the step's
 // own.
-func (m *Manager) Forward(ctx context.Context, step func(a *Arena, dev Device) error) (time.Duration, error) {
+func (m *Manager) Forward(ctx context.Context, step func(a *device.Arena, dev device.Device) error) (time.Duration, error) {
 	if err := m.worker.CheckCaller(); err != nil {
 		return 0, err
 	}
-	r, err := m.sup.Forward(ctx, step)
-	if r.Duration > 0 {
-		m.forwardHist.Observe(r.Duration.Seconds())
+	d, err := m.sup.Forward(ctx, step)
+	if d > 0 {
+		m.forwardHist.Observe(d.Seconds())
 	}
-	return r.Duration, err
+	return d, err
 }
 
 // CarveSlab carves the next bytes bytes (256-byte aligned) from the slab
@@ -161,20 +136,19 @@ func (m *Manager) Forward(ctx context.Context, step func(a *Arena, dev Device) e
 // Errors: ErrSlabAbsent (names the slabs there are), ErrSlabExhausted
 // (names asked, used and capacity), ErrInvalidCarve (a size ≤ 0),
 // ErrReleased, ErrClosed, ErrReentrant.
-func (m *Manager) CarveSlab(ctx context.Context, name string, bytes int64) (DevicePtr, int64, error) {
+func (m *Manager) CarveSlab(ctx context.Context, name string, bytes int64) (device.DevicePtr, int64, error) {
 	if err := m.worker.CheckCaller(); err != nil {
 		return 0, 0, err
 	}
-	r, err := m.sup.CarveSlab(ctx, name, bytes, 0)
-	return r.Ptr, r.Offset, err
+	return m.sup.CarveSlab(ctx, name, bytes, 0)
 }
 
 // Ledger returns a snapshot of every live allocation (label, owner, bytes,
 // pointer, age) and the counters (current, peak, allocations, frees, failures).
-func (m *Manager) Ledger(ctx context.Context) (Ledger, error) { return m.worker.Ledger(ctx) }
+func (m *Manager) Ledger(ctx context.Context) (device.Ledger, error) { return m.worker.Ledger(ctx) }
 
 // Stats returns how the GPU worker has run.
-func (m *Manager) Stats(ctx context.Context) (Stats, error) { return m.worker.Stats(ctx) }
+func (m *Manager) Stats(ctx context.Context) (device.Stats, error) { return m.worker.Stats(ctx) }
 
 // Release frees the arena and the slabs: exhaustive (it walks the buffer
 // table), idempotent (a second call frees nothing twice), and it keeps going
@@ -182,9 +156,9 @@ func (m *Manager) Stats(ctx context.Context) (Stats, error) { return m.worker.St
 // get ErrReleased. Before any arena was built it frees nothing, returns
 // ErrNoArena, and the manager can still build one. ctx bounds only the wait:
 // once started, a release runs to its end.
-func (m *Manager) Release(ctx context.Context) (ReleaseReport, error) {
+func (m *Manager) Release(ctx context.Context) (device.ReleaseReport, error) {
 	if err := m.worker.CheckCaller(); err != nil {
-		return ReleaseReport{}, err
+		return device.ReleaseReport{}, err
 	}
 	r, err := m.sup.Release(ctx)
 	if err == nil {

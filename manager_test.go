@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -49,7 +50,7 @@ func TestManagerLifecycle(t *testing.T) {
 	}
 	want := []byte("one forward step")
 	var got []byte
-	_, err = m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+	_, err = m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 		if err := dev.CopyHtoD(a.Ptr(arena.HiddenStates), want); err != nil {
 			return err
 		}
@@ -79,7 +80,7 @@ func TestManagerLifecycle(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); !errors.Is(err, gpuarena.ErrClosed) {
+	if _, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); !errors.Is(err, gpuarena.ErrClosed) {
 		t.Fatalf("forward after Close: %v, want ErrClosed", err)
 	}
 	if _, err := m.Ledger(ctx); !errors.Is(err, gpuarena.ErrClosed) {
@@ -157,7 +158,7 @@ func TestManagerCallsFromInsideAStep(t *testing.T) {
 	calls := map[string]func() error{
 		"ledger": func() error { _, err := m.Ledger(ctx); return err },
 		"forward": func() error {
-			_, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil })
+			_, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil })
 			return err
 		},
 		"carve":   func() error { _, _, err := m.CarveSlab(ctx, "x", 256); return err },
@@ -165,7 +166,7 @@ func TestManagerCallsFromInsideAStep(t *testing.T) {
 		"close":   m.Close,
 	}
 	got := map[string]error{}
-	_, err = m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error {
+	_, err = m.Forward(ctx, func(*device.Arena, device.Device) error {
 		for name, call := range calls {
 			got[name] = call()
 		}

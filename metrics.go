@@ -21,10 +21,11 @@ const (
 // histogram included: which device the manager's numbers are of.
 const (
 	// LabelDevice is the device's ordinal as a decimal string ("0"):
-	// DeviceInfo.Ordinal (the CUDA device ordinal; "0" for hostsim).
+	// gpuworker.DeviceInfo.Ordinal (the CUDA device ordinal; "0" for
+	// hostsim).
 	LabelDevice = "device"
-	// LabelDeviceName is the device's name: DeviceInfo.Name ("NVIDIA H200";
-	// hostsim's HostSimConfig.Name, "hostsim" by default).
+	// LabelDeviceName is the device's name: gpuworker.DeviceInfo.Name
+	// ("NVIDIA H200"; hostsim's HostSimConfig.Name, "hostsim" by default).
 	LabelDeviceName = "device_name"
 )
 

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/testkit"
 )
@@ -28,7 +29,7 @@ func TestCollectorExportsTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); err != nil {
+		if _, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +117,7 @@ func (s ordinalSim) Info() gpuworker.DeviceInfo {
 // metricsManager is a manager on a 64 MiB simulated device of that ordinal
 // and name, with testkit.SmallPlan("w") built in layout and forwards forward
 // steps run; it is closed when the test ends.
-func metricsManager(t *testing.T, ordinal int, name string, layout gpuarena.Layout, forwards int) *gpuarena.Manager {
+func metricsManager(t *testing.T, ordinal int, name string, layout device.Layout, forwards int) *gpuarena.Manager {
 	t.Helper()
 	sim, err := gpuworker.NewHostSim(gpuworker.HostSimConfig{TotalBytes: 64 * testkit.MiB, Name: name})
 	if err != nil {
@@ -133,7 +134,7 @@ func metricsManager(t *testing.T, ordinal int, name string, layout gpuarena.Layo
 		t.Fatal(err)
 	}
 	for range forwards {
-		if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); err != nil {
+		if _, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,8 +163,8 @@ func wantSeries(into map[string]float64, labels string, allocations, forwards fl
 // series per device (per device and owner for the byte gauges), told apart by
 // the device and device_name labels, each with that manager's numbers.
 func TestCollectorLabelsEachDevice(t *testing.T) {
-	a := metricsManager(t, 0, "hostsim", gpuarena.LayoutPooled, 1)
-	b := metricsManager(t, 1, "NVIDIA H200", gpuarena.LayoutDiscrete, 2)
+	a := metricsManager(t, 0, "hostsim", device.LayoutPooled, 1)
+	b := metricsManager(t, 1, "NVIDIA H200", device.LayoutDiscrete, 2)
 	reg := prometheus.NewRegistry()
 	for _, m := range []*gpuarena.Manager{a, b} {
 		if err := reg.Register(m.Collector()); err != nil {
@@ -182,8 +183,8 @@ func TestCollectorLabelsEachDevice(t *testing.T) {
 // the second registration on one registry is refused, and a label of the
 // embedder's (prometheus.WrapRegistererWith) tells them apart.
 func TestCollectorSameDeviceNeedsAnInstanceLabel(t *testing.T) {
-	a := metricsManager(t, 0, "hostsim", gpuarena.LayoutPooled, 1)
-	b := metricsManager(t, 0, "hostsim", gpuarena.LayoutDiscrete, 2)
+	a := metricsManager(t, 0, "hostsim", device.LayoutPooled, 1)
+	b := metricsManager(t, 0, "hostsim", device.LayoutDiscrete, 2)
 
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(a.Collector()); err != nil {
@@ -223,7 +224,7 @@ func TestCollectorDoesNotWaitForARunningStep(t *testing.T) {
 	}
 	hang, running, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		_, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { close(running); <-hang; return nil })
+		_, err := m.Forward(ctx, func(*device.Arena, device.Device) error { close(running); <-hang; return nil })
 		done <- err
 	}()
 	<-running

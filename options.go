@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // Option configures New.
@@ -18,7 +18,7 @@ type config struct {
 	utilization float64
 	logger      *slog.Logger
 	spin        time.Duration
-	layout      messages.Layout
+	layout      device.Layout
 }
 
 func defaultConfig() config {
@@ -26,7 +26,7 @@ func defaultConfig() config {
 		backend:     gpuworker.BackendConfig{}.Factory(),
 		utilization: arena.DefaultGPUMemoryUtilization,
 		logger:      slog.Default(),
-		layout:      messages.LayoutPooled,
+		layout:      device.LayoutPooled,
 		spin:        gpuworker.DefaultSpin,
 	}
 }
@@ -56,10 +56,11 @@ func WithGPUMemoryUtilization(f float64) Option { return func(c *config) { c.uti
 // to l. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithArenaLayout chooses how BuildArena allocates: LayoutPooled (the
+// WithArenaLayout chooses how BuildArena allocates: device.LayoutPooled (the
 // default: one allocation, buffers at 256-byte-aligned offsets) or
-// LayoutDiscrete (one allocation per buffer, for memory-checker runs).
-func WithArenaLayout(l Layout) Option { return func(c *config) { c.layout = l } }
+// device.LayoutDiscrete (one allocation per buffer, for memory-checker runs).
+// New returns an *arena.OptionError for any other value.
+func WithArenaLayout(l device.Layout) Option { return func(c *config) { c.layout = l } }
 
 // WithDispatcherSpin sets how long the GPU thread polls for work before it
 // parks, and a lone caller polls for its reply (see gpuworker.WithSpin).
@@ -73,8 +74,8 @@ func (c config) validate() error {
 	switch {
 	case c.spin < 0:
 		return &arena.OptionError{Option: "dispatcher_spin", Value: c.spin, Reason: "must not be negative"}
-	case c.layout != messages.LayoutPooled && c.layout != messages.LayoutDiscrete:
-		return &arena.OptionError{Option: "arena_layout", Value: c.layout, Reason: fmt.Sprintf("must be %q or %q", messages.LayoutPooled, messages.LayoutDiscrete)}
+	case c.layout != device.LayoutPooled && c.layout != device.LayoutDiscrete:
+		return &arena.OptionError{Option: "arena_layout", Value: c.layout, Reason: fmt.Sprintf("must be %q or %q", device.LayoutPooled, device.LayoutDiscrete)}
 	case c.backend == nil:
 		return &arena.OptionError{Option: "backend", Value: nil, Reason: "the backend factory must not be nil"}
 	case c.logger == nil:

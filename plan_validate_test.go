@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/testkit"
 )
@@ -55,8 +56,8 @@ func TestBuildArenaRefusesInvalidPlans(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msgs := map[gpuarena.Layout]string{}
-			for _, layout := range []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete} {
+			msgs := map[device.Layout]string{}
+			for _, layout := range []device.Layout{device.LayoutPooled, device.LayoutDiscrete} {
 				m, err := gpuarena.New(quiet, gpuarena.WithArenaLayout(layout),
 					gpuarena.WithBackend(gpuworker.BackendConfig{HostSim: gpuworker.HostSimConfig{TotalBytes: 64 * mib}}))
 				if err != nil {
@@ -94,8 +95,8 @@ func TestBuildArenaRefusesInvalidPlans(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if msgs[gpuarena.LayoutPooled] != msgs[gpuarena.LayoutDiscrete] {
-				t.Fatalf("the layouts refuse differently:\npooled:   %s\ndiscrete: %s", msgs[gpuarena.LayoutPooled], msgs[gpuarena.LayoutDiscrete])
+			if msgs[device.LayoutPooled] != msgs[device.LayoutDiscrete] {
+				t.Fatalf("the layouts refuse differently:\npooled:   %s\ndiscrete: %s", msgs[device.LayoutPooled], msgs[device.LayoutDiscrete])
 			}
 		})
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // arenaSupervisor builds the arena and runs forward steps on it. Its mailbox
@@ -29,8 +30,10 @@ type arenaSupervisor struct {
 
 	// arena is the built arena, tagged in the ledger and registered with the
 	// slab and release supervisors; it is never handed out: the caller of
-	// BuildArena and every forward step get arena.Shared().
-	arena   *messages.Arena
+	// BuildArena and every forward step get shared, a copy made with it
+	// (builtArena).
+	arena   *device.Arena
+	shared  *device.Arena
 	retired bool
 }
 
@@ -63,7 +66,7 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 			return
 		}
 		s.retired = true
-		m.RetireErr = s.worker.RetireOwners(uncancelled, []string{messages.ArenaOwner})
+		m.RetireErr = s.worker.RetireOwners(uncancelled, []string{device.ArenaOwner})
 		c.Send(s.slab, m)
 	}
 }
@@ -80,7 +83,7 @@ func (s *arenaSupervisor) rebuild(c actor.Context) {
 		s.cfg.logger.Warn("arena supervisor: cannot read the ledger", "err", err)
 		return
 	}
-	s.arena, s.retired = st.arena, st.retired
+	s.arena, s.shared, s.retired = st.arena, st.shared, st.retired
 	for _, e := range st.orphans {
 		if err := s.worker.Free(uncancelled, e.Owner, e.Ptr); err != nil {
 			s.cfg.logger.Error("arena supervisor: free a failed build's allocation", "label", e.Label, "owner", e.Owner, "bytes", e.Bytes, "err", err)
@@ -98,13 +101,13 @@ func (s *arenaSupervisor) rebuild(c actor.Context) {
 // release supervisor (the arena and its slabs): one message to each, so that
 // a failure of one supervisor loses nothing the other must know; the one
 // that restarts reads it back from the ledger.
-func (s *arenaSupervisor) register(c actor.Context, a *messages.Arena) {
+func (s *arenaSupervisor) register(c actor.Context, a *device.Arena) {
 	reg := &messages.RegisterArena{Arena: a}
 	c.Send(s.slab, reg)
 	c.Send(s.release, reg)
 }
 
-func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messages.Arena, error) {
+func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*device.Arena, error) {
 	switch {
 	case s.retired:
 		return nil, fmt.Errorf("build arena: %w", ErrReleased)
@@ -119,8 +122,8 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 		return nil, fmt.Errorf("build arena: %w: %w", gpuworker.ErrInvalidValue, err)
 	}
 	switch {
-	case m.Layout != "" && m.Layout != messages.LayoutPooled && m.Layout != messages.LayoutDiscrete:
-		return nil, fmt.Errorf("build arena: layout %q: %w: want %q or %q", m.Layout, gpuworker.ErrInvalidValue, messages.LayoutPooled, messages.LayoutDiscrete)
+	case m.Layout != "" && m.Layout != device.LayoutPooled && m.Layout != device.LayoutDiscrete:
+		return nil, fmt.Errorf("build arena: layout %q: %w: want %q or %q", m.Layout, gpuworker.ErrInvalidValue, device.LayoutPooled, device.LayoutDiscrete)
 	case m.Ctx != nil && m.Ctx.Err() != nil:
 		return nil, fmt.Errorf("build arena: %w", m.Ctx.Err())
 	}
@@ -142,10 +145,9 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 			m.Plan.ModelType, arena.HumanBytes(m.Plan.TotalBytes), largest(m.Plan, 3), err)
 	}
 	s.cfg.hook("arena", PointBuilt)
-	s.arena = a
-	shared := a.Shared() // made before a is shared with the other supervisors
-	s.register(c, a)
-	return shared, nil
+	s.arena, s.shared = a.own, a.shared
+	s.register(c, a.own)
+	return a.shared, nil
 }
 
 // freeUnfinished frees whatever a failed build left: everything the arena's
@@ -153,13 +155,13 @@ func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*messa
 // theirs). After a successful rollback they hold nothing and this frees
 // nothing.
 func (s *arenaSupervisor) freeUnfinished(plan *arena.Plan) error {
-	owners := []string{messages.ArenaOwner}
+	owners := []string{device.ArenaOwner}
 	for _, spec := range plan.Slabs {
-		owners = append(owners, messages.SlabOwner(spec.Name))
+		owners = append(owners, device.SlabOwner(spec.Name))
 	}
 	var first error
 	for _, o := range owners {
-		if _, err := s.worker.FreeOwner(uncancelled, o); err != nil && first == nil {
+		if _, _, err := s.worker.FreeOwner(uncancelled, o); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -172,7 +174,7 @@ func (s *arenaSupervisor) freeUnfinished(plan *arena.Plan) error {
 // request to the GPU actor that does all of it or none: the ledger never
 // holds half a build as a built arena, and a supervisor restarted after it
 // finds the arena there.
-func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
+func (s *arenaSupervisor) allocate(plan *arena.Plan, layout device.Layout) (*builtArena, error) {
 	b, err := newArenaBatch(plan, layout)
 	if errors.Is(err, arena.ErrOverflow) {
 		// A valid plan whose pool, rounded to its alignment, passes int64:
@@ -182,12 +184,12 @@ func (s *arenaSupervisor) allocate(plan *arena.Plan, layout messages.Layout) (*m
 	if err != nil {
 		return nil, err
 	}
-	_, tag, err := s.worker.AllocBatch(uncancelled, messages.ArenaOwner, b.items,
-		func(ptrs []messages.DevicePtr) any { return b.arena(ptrs) })
+	_, tag, err := s.worker.AllocBatch(uncancelled, device.ArenaOwner, b.items,
+		func(ptrs []device.DevicePtr) any { return newBuiltArena(b.arena(ptrs)) })
 	if err != nil {
 		return nil, err
 	}
-	return tag.(*messages.Arena), nil
+	return tag.(*builtArena), nil
 }
 
 // largest names the plan's n largest buffers ("logits 2.32 GiB, ...").
@@ -215,9 +217,9 @@ func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply 
 		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", m.Ctx.Err())}
 	}
 	s.cfg.hook("arena", PointForward)
-	a := s.arena.Shared()
+	a := s.shared
 	// The step's caller decides, with the GPU thread, whether it starts
 	// (Supervisors.Forward); once sent, it is waited for.
-	d, err := s.worker.Forward(uncancelled, func(dev messages.Device) error { return m.Step(a, dev) })
+	d, err := s.worker.Forward(uncancelled, func(dev device.Device) error { return m.Step(a, dev) })
 	return messages.ForwardReply{Duration: d, Err: err}
 }

@@ -12,8 +12,8 @@
 // RestartStrategy (one for one, restart). A panic while a supervisor handles a
 // request is answered to its caller as ErrSupervisorPanic, and the supervisor
 // is restarted; the new one rebuilds its state from the ledger on
-// *actor.Started (rebuild.go): the built arena is the *messages.Arena its
-// allocations are tagged with, each carve is a view of its slab, the release
+// *actor.Started (rebuild.go): the built arena is what its allocations are
+// tagged with, each carve is a view of its slab, the release
 // is a retired owner. So a restart loses nothing and a slab never hands out
 // bytes twice. The GPU actor itself is never restarted (gpuworker.Start).
 package actors

@@ -6,9 +6,9 @@ import (
 
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/testkit"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 const mib = testkit.MiB
@@ -19,7 +19,7 @@ var quiet = testkit.Discard
 // build's rollback when zero-filling norm_unit_w fails.
 type memsetFailing struct{ *gpuworker.HostSim }
 
-func (memsetFailing) Memset(messages.DevicePtr, byte, int64) error {
+func (memsetFailing) Memset(device.DevicePtr, byte, int64) error {
 	return fmt.Errorf("memset: %w", gpuworker.ErrInjected)
 }
 
@@ -28,7 +28,7 @@ func (memsetFailing) Memset(messages.DevicePtr, byte, int64) error {
 // zeros, which would hide a missing zero-fill.
 type dirtyAlloc struct{ *gpuworker.HostSim }
 
-func (d dirtyAlloc) Alloc(n int64) (messages.DevicePtr, error) {
+func (d dirtyAlloc) Alloc(n int64) (device.DevicePtr, error) {
 	p, err := d.HostSim.Alloc(n)
 	if err == nil {
 		err = d.HostSim.Memset(p, 0xFF, n)

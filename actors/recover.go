@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // answerPanic is deferred by every supervisor's Receive. When the handler

@@ -7,8 +7,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // releaseSupervisor frees every registered resource. Release walks the
@@ -34,9 +35,9 @@ type resource struct {
 	owner string
 	// origin is the built arena the resource belongs to: the registration's
 	// identity, so one sent again is recognised.
-	origin *messages.Arena
-	arena  *messages.Arena // set for an arena: what of it is left to free
-	slab   messages.Slab   // set for a slab
+	origin *device.Arena
+	arena  *device.Arena // set for an arena: what of it is left to free
+	slab   device.Slab   // set for a slab
 }
 
 // Receive handles Started, RegisterArena and Release.
@@ -48,9 +49,9 @@ func (s *releaseSupervisor) Receive(c actor.Context) {
 		s.rebuild()
 		s.cfg.hook("release", PointStarted)
 	case *messages.RegisterArena:
-		s.add(resource{owner: messages.ArenaOwner, origin: m.Arena, arena: m.Arena})
+		s.add(resource{owner: device.ArenaOwner, origin: m.Arena, arena: m.Arena})
 		for _, sl := range m.Arena.Slabs {
-			s.add(resource{owner: messages.SlabOwner(sl.Name), slab: sl})
+			s.add(resource{owner: device.SlabOwner(sl.Name), slab: sl})
 		}
 	case *messages.Release:
 		r := s.releaseAll()
@@ -75,10 +76,10 @@ func (s *releaseSupervisor) rebuild() {
 	}
 	if a.Pool != 0 {
 		if _, live := st.live[a.Pool]; live {
-			s.add(resource{owner: messages.ArenaOwner, origin: a, arena: a})
+			s.add(resource{owner: device.ArenaOwner, origin: a, arena: a})
 		}
 	} else {
-		left := &messages.Arena{Plan: a.Plan, Layout: a.Layout}
+		left := &device.Arena{Plan: a.Plan, Layout: a.Layout}
 		held := false
 		for id, ptr := range a.Ptrs {
 			if _, live := st.live[ptr]; ptr != 0 && live {
@@ -86,12 +87,12 @@ func (s *releaseSupervisor) rebuild() {
 			}
 		}
 		if held {
-			s.add(resource{owner: messages.ArenaOwner, origin: a, arena: left})
+			s.add(resource{owner: device.ArenaOwner, origin: a, arena: left})
 		}
 	}
 	for _, sl := range a.Slabs {
 		if _, live := st.live[sl.Ptr]; live {
-			s.add(resource{owner: messages.SlabOwner(sl.Name), slab: sl})
+			s.add(resource{owner: device.SlabOwner(sl.Name), slab: sl})
 		}
 	}
 }
@@ -160,7 +161,7 @@ func (s *releaseSupervisor) releaseOne(r *messages.ReleaseReply, res resource) *
 func (s *releaseSupervisor) releaseDiscrete(r *messages.ReleaseReply, res resource) *resource {
 	ids := arena.BufferIDs()
 	var order []arena.BufferID // the buffers, in the order freed
-	var ptrs []messages.DevicePtr
+	var ptrs []device.DevicePtr
 	for i := len(ids) - 1; i >= 0; i-- {
 		if ptr := res.arena.Ptrs[ids[i]]; ptr != 0 {
 			order, ptrs = append(order, ids[i]), append(ptrs, ptr)
@@ -171,12 +172,12 @@ func (s *releaseSupervisor) releaseDiscrete(r *messages.ReleaseReply, res resour
 	if err != nil && r.Err == nil {
 		r.Err = err
 	}
-	var left *messages.Arena
+	var left *device.Arena
 	for i, ptr := range ptrs {
 		if len(failed) > 0 && failed[0] == ptr {
 			failed = failed[1:]
 			if left == nil {
-				left = &messages.Arena{Plan: res.arena.Plan, Layout: res.arena.Layout}
+				left = &device.Arena{Plan: res.arena.Plan, Layout: res.arena.Layout}
 			}
 			left.Ptrs[order[i]] = ptr
 			continue
@@ -191,6 +192,6 @@ func (s *releaseSupervisor) releaseDiscrete(r *messages.ReleaseReply, res resour
 }
 
 // free frees ptr with no context: once started, a release is never cut short.
-func (s *releaseSupervisor) free(owner string, ptr messages.DevicePtr) error {
+func (s *releaseSupervisor) free(owner string, ptr device.DevicePtr) error {
 	return s.worker.Free(uncancelled, owner, ptr)
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // DefaultSlabAlign is the alignment of a carve when the request names none, in
@@ -31,7 +32,7 @@ type slabSupervisor struct {
 }
 
 type slabState struct {
-	messages.Slab
+	device.Slab
 	used int64
 }
 
@@ -82,7 +83,7 @@ func (s *slabSupervisor) rebuild() {
 
 // adopt starts carving sl at used bytes, unless the supervisor carves it
 // already (the arena registered again after the arena supervisor restarted).
-func (s *slabSupervisor) adopt(sl messages.Slab, used int64) {
+func (s *slabSupervisor) adopt(sl device.Slab, used int64) {
 	if s.slabs == nil {
 		s.slabs = make(map[string]*slabState)
 	}
@@ -114,12 +115,12 @@ func (s *slabSupervisor) carve(m *messages.CarveSlab) messages.CarveSlabReply {
 	// Record the carve before handing it out, with no context: once started,
 	// a carve is either recorded and answered, or neither.
 	view := messages.PoolView{Label: fmt.Sprintf("%s carve@%d", m.Name, off), Offset: off, Bytes: m.Bytes}
-	if err := s.worker.AddView(uncancelled, messages.SlabOwner(m.Name), st.Ptr, view); err != nil {
+	if err := s.worker.AddView(uncancelled, device.SlabOwner(m.Name), st.Ptr, view); err != nil {
 		return messages.CarveSlabReply{Err: fmt.Errorf("carve %d B from slab %s: %w", m.Bytes, m.Name, err)}
 	}
 	st.used = used
 	s.cfg.hook("slab", PointCarved)
-	return messages.CarveSlabReply{Ptr: st.Ptr + messages.DevicePtr(off), Offset: off}
+	return messages.CarveSlabReply{Ptr: st.Ptr + device.DevicePtr(off), Offset: off}
 }
 
 func (s *slabSupervisor) names() string {

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // The states of a forward step as its caller and the GPU thread see it.
@@ -23,7 +24,7 @@ type stepState struct{ v atomic.Int32 }
 
 // guard wraps step so that it runs only if its caller has not given up.
 func (st *stepState) guard(ctx context.Context, step messages.ArenaStep) messages.ArenaStep {
-	return func(a *messages.Arena, dev messages.Device) error {
+	return func(a *device.Arena, dev device.Device) error {
 		if !st.v.CompareAndSwap(stepQueued, stepStarted) {
 			return fmt.Errorf("forward: %w: its caller gave up before it started; it did not run", context.Cause(ctx))
 		}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // panics is a Hook that panics where a test arms it, as a bug there would.
@@ -56,7 +56,7 @@ func newPanicRig(t *testing.T) (*rig, *panics) {
 
 // agrees fails the test unless the ledger and the simulated device hold the
 // same bytes, want of them.
-func (r *rig) agrees(t *testing.T, want int64) messages.Ledger {
+func (r *rig) agrees(t *testing.T, want int64) device.Ledger {
 	t.Helper()
 	l, err := r.w.Ledger(context.Background())
 	if err != nil {
@@ -68,7 +68,7 @@ func (r *rig) agrees(t *testing.T, want int64) messages.Ledger {
 	return l
 }
 
-func noStep(*messages.Arena, messages.Device) error { return nil }
+func noStep(*device.Arena, device.Device) error { return nil }
 
 // carvesAndReleasesAll checks that the pooled arena of testPlan built on r
 // is served whole after a restart: its slab carves from offset 0, and
@@ -76,8 +76,8 @@ func noStep(*messages.Arena, messages.Device) error { return nil }
 func (r *rig) carvesAndReleasesAll(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	if c, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 4096, 0); err != nil || c.Offset != 0 {
-		t.Fatalf("carve from the built arena's slab: %+v, %v; want offset 0", c, err)
+	if _, off, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 4096, 0); err != nil || off != 0 {
+		t.Fatalf("carve from the built arena's slab: offset %d, %v; want offset 0", off, err)
 	}
 	rep, err := r.s.Release(ctx)
 	if err != nil || rep.Freed != 2 || rep.Bytes != 10*mib {
@@ -91,7 +91,7 @@ func (r *rig) carvesAndReleasesAll(t *testing.T) {
 func TestArenaSupervisorRestartKeepsTheArena(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
-	built, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete)
+	built, err := r.s.BuildArena(ctx, testPlan(), device.LayoutDiscrete)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +99,8 @@ func TestArenaSupervisorRestartKeepsTheArena(t *testing.T) {
 	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("forward with a panicking supervisor: %v, want ErrSupervisorPanic", err)
 	}
-	var seen *messages.Arena
-	if _, err := r.s.Forward(ctx, func(a *messages.Arena, dev messages.Device) error {
+	var seen *device.Arena
+	if _, err := r.s.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 		seen = a
 		return dev.Memset(a.Ptr(arena.Logits), 7, a.Bytes(arena.Logits))
 	}); err != nil {
@@ -109,7 +109,7 @@ func TestArenaSupervisorRestartKeepsTheArena(t *testing.T) {
 	if seen != built {
 		t.Fatalf("the restarted supervisor runs steps on %p, want the built arena %p", seen, built)
 	}
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); !errors.Is(err, actors.ErrArenaBuilt) {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutDiscrete); !errors.Is(err, actors.ErrArenaBuilt) {
 		t.Fatalf("build after the restart: %v, want ErrArenaBuilt", err)
 	}
 	r.agrees(t, 10*mib)
@@ -129,7 +129,7 @@ func TestArenaSupervisorRestartFreesWhatAFailedBuildLeft(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{}, faulty(gpuworker.Faults{FailAllocAt: 2, FailFreeAt: 1}), actors.WithHook(p.hook), actors.WithLogger(quiet))
 	ctx := context.Background()
 	p.arm("arena", actors.PointBuildFailed)
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); !errors.Is(err, actors.ErrSupervisorPanic) {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("build: %v, want ErrSupervisorPanic", err)
 	}
 	// The next request is handled after the restart's rebuild.
@@ -140,7 +140,7 @@ func TestArenaSupervisorRestartFreesWhatAFailedBuildLeft(t *testing.T) {
 	if len(l.Entries) != 0 || l.Counters.Allocations != 1 || l.Counters.Frees != 1 || l.Counters.Failures != 1 {
 		t.Fatalf("ledger %+v, counters %+v; want empty after 1 allocation (the pool), 1 refused (the slab) and 1 free", l.Entries, l.Counters)
 	}
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); err != nil {
 		t.Fatalf("build after the restart: %v", err)
 	}
 	r.agrees(t, 10*mib)
@@ -152,11 +152,11 @@ func TestArenaSupervisorRestartAfterTheBuildRegistersIt(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
 	p.arm("arena", actors.PointBuilt)
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); !errors.Is(err, actors.ErrSupervisorPanic) {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("build: %v, want ErrSupervisorPanic", err)
 	}
-	var pool messages.DevicePtr
-	if _, err := r.s.Forward(ctx, func(a *messages.Arena, _ messages.Device) error { pool = a.Pool; return nil }); err != nil || pool == 0 {
+	var pool device.DevicePtr
+	if _, err := r.s.Forward(ctx, func(a *device.Arena, _ device.Device) error { pool = a.Pool; return nil }); err != nil || pool == 0 {
 		t.Fatalf("forward on the recorded arena: pool %#x, %v", uint64(pool), err)
 	}
 	r.carvesAndReleasesAll(t)
@@ -169,7 +169,7 @@ func TestSlabSupervisorFailingOnTheRegistrationLosesNothing(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
 	p.arm("slab", actors.PointReceive) // its next message is the registration
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
 	r.carvesAndReleasesAll(t)
@@ -194,7 +194,7 @@ func TestArenaSupervisorRestartDuringAReleaseRegistersNothing(t *testing.T) {
 	unblock := func() { opened.Do(func() { close(open) }) }
 	t.Cleanup(unblock) // before the rig's cleanup stops the supervisors
 	ctx := context.Background()
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
 	released := make(chan error, 1)
@@ -228,27 +228,27 @@ func TestSlabSupervisorRestartNeverHandsOutBytesTwice(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
 	plan := withSlabs(testPlan(), arena.SlabSpec{Name: "w", Bytes: 4096})
-	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
+	a, err := r.s.BuildArena(ctx, plan, device.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	slab := a.Slabs[0].Ptr
-	if c, err := r.s.CarveSlab(ctx, "w", 1000, 0); err != nil || c.Offset != 0 {
-		t.Fatalf("first carve: %+v, %v", c, err)
+	if _, off, err := r.s.CarveSlab(ctx, "w", 1000, 0); err != nil || off != 0 {
+		t.Fatalf("first carve: offset %d, %v", off, err)
 	}
 	p.arm("slab", actors.PointCarved) // recorded at 1024, never answered
-	if _, err := r.s.CarveSlab(ctx, "w", 1000, 0); !errors.Is(err, actors.ErrSupervisorPanic) {
+	if _, _, err := r.s.CarveSlab(ctx, "w", 1000, 0); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("second carve: %v, want ErrSupervisorPanic", err)
 	}
 	p.arm("slab", actors.PointReceive) // panics before carving anything
-	if _, err := r.s.CarveSlab(ctx, "w", 1000, 0); !errors.Is(err, actors.ErrSupervisorPanic) {
+	if _, _, err := r.s.CarveSlab(ctx, "w", 1000, 0); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("third carve: %v, want ErrSupervisorPanic", err)
 	}
-	c, err := r.s.CarveSlab(ctx, "w", 1000, 0)
-	if err != nil || c.Offset != 2048 || c.Ptr != slab+2048 {
-		t.Fatalf("carve after two restarts: %+v, %v; want offset 2048, after the recorded carve at 1024", c, err)
+	ptr, off, err := r.s.CarveSlab(ctx, "w", 1000, 0)
+	if err != nil || off != 2048 || ptr != slab+2048 {
+		t.Fatalf("carve after two restarts: %#x at offset %d, %v; want offset 2048, after the recorded carve at 1024", uint64(ptr), off, err)
 	}
-	if _, err := r.s.CarveSlab(ctx, "w", 1025, 0); !errors.Is(err, arena.ErrSlabExhausted) {
+	if _, _, err := r.s.CarveSlab(ctx, "w", 1025, 0); !errors.Is(err, arena.ErrSlabExhausted) {
 		t.Fatalf("carve past the end: %v, want ErrSlabExhausted", err)
 	}
 	l := r.agrees(t, a.PoolBytes+4096)
@@ -268,7 +268,7 @@ func TestSlabSupervisorRestartNeverHandsOutBytesTwice(t *testing.T) {
 func TestReleaseSupervisorRestartFreesTheRest(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutDiscrete); err != nil {
 		t.Fatal(err)
 	}
 	p.arm("release", actors.PointReleased) // after the slab, before the arena
@@ -294,7 +294,7 @@ func TestReleaseSupervisorRestartFreesTheRest(t *testing.T) {
 func TestRestartAfterReleaseStillRefuses(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.s.Release(ctx); err != nil {
@@ -305,16 +305,16 @@ func TestRestartAfterReleaseStillRefuses(t *testing.T) {
 	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("forward: %v, want ErrSupervisorPanic", err)
 	}
-	if _, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); !errors.Is(err, actors.ErrSupervisorPanic) {
+	if _, _, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); !errors.Is(err, actors.ErrSupervisorPanic) {
 		t.Fatalf("carve: %v, want ErrSupervisorPanic", err)
 	}
 	if _, err := r.s.Forward(ctx, noStep); !errors.Is(err, actors.ErrReleased) {
 		t.Fatalf("forward after the restart: %v, want ErrReleased", err)
 	}
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); !errors.Is(err, actors.ErrReleased) {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); !errors.Is(err, actors.ErrReleased) {
 		t.Fatalf("build after the restart: %v, want ErrReleased", err)
 	}
-	if _, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); !errors.Is(err, actors.ErrReleased) {
+	if _, _, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); !errors.Is(err, actors.ErrReleased) {
 		t.Fatalf("carve after the restart: %v, want ErrReleased", err)
 	}
 	r.agrees(t, 0)
@@ -327,7 +327,7 @@ func TestRestartAfterReleaseStillRefuses(t *testing.T) {
 func TestSupervisorStoppedAfterRepeatedFailures(t *testing.T) {
 	r, p := newPanicRig(t)
 	ctx := context.Background()
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
 	p.armAlways("arena", actors.PointStarted)
@@ -341,8 +341,8 @@ func TestSupervisorStoppedAfterRepeatedFailures(t *testing.T) {
 	if _, err := r.s.Release(ctx); !errors.Is(err, actors.ErrSupervisorStopped) || !strings.Contains(err.Error(), "release: arena supervisor:") {
 		t.Fatalf("release: %v, want ErrSupervisorStopped naming the arena supervisor", err)
 	}
-	if c, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); err != nil || c.Offset != 0 {
-		t.Fatalf("the slab supervisor still carves: %+v, %v", c, err)
+	if _, off, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); err != nil || off != 0 {
+		t.Fatalf("the slab supervisor still carves: offset %d, %v", off, err)
 	}
 	r.s.Stop()
 	r.w.Stop()

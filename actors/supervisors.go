@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // Supervisors are the three supervisors of one GPU worker and typed calls to
@@ -120,15 +122,18 @@ func (s *Supervisors) stopped(wait *child) *child {
 	return wait
 }
 
-// BuildArena builds the arena of plan with layout ("" is pooled); see
-// messages.BuildArena. Errors:
+// BuildArena builds the arena of plan with layout ("" is pooled): every
+// present buffer (one pool, or one allocation per buffer) and every slab,
+// the buffers whose arena.BufferID.ZeroFill is true zero-filled, all or
+// nothing. It returns the copy of the arena handed to the caller and to
+// every forward step; the supervisors keep their own. Errors:
 // ErrArenaBuilt, ErrReleased, the context's error, gpuworker.ErrInvalidValue
 // for a bad layout, a plan that arena.Plan.Validate refuses (an
 // *arena.PlanError: errors.Is arena.ErrInvalidPlan and
 // gpuworker.ErrInvalidValue; refused the same for both layouts, with nothing
 // allocated), ErrSupervisorPanic, ErrClosed, and the GPU worker's (an
 // *gpuworker.OutOfMemoryError when a buffer does not fit).
-func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout messages.Layout) (*messages.Arena, error) {
+func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout device.Layout) (*device.Arena, error) {
 	reply := make(chan messages.BuildArenaReply, 1)
 	r, err := ask(ctx, s, s.arena, s.arena, &messages.BuildArena{Ctx: ctx, Plan: plan, Layout: layout, Reply: reply}, reply)
 	if err != nil {
@@ -144,9 +149,10 @@ func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout m
 // caller's memory — unless the manager's close gives up on it (ErrClosed).
 // Errors: ErrNoArena, ErrReleased, gpuworker.ErrInvalidValue for a nil
 // step, the context's error, ErrSupervisorPanic, ErrClosed, and the step's.
-func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (messages.ForwardReply, error) {
+// It returns how long the step ran (also when the step failed).
+func (s *Supervisors) Forward(ctx context.Context, step func(a *device.Arena, dev device.Device) error) (time.Duration, error) {
 	if step == nil {
-		return messages.ForwardReply{}, fmt.Errorf("forward: %w: nil step", gpuworker.ErrInvalidValue)
+		return 0, fmt.Errorf("forward: %w: nil step", gpuworker.ErrInvalidValue)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -163,39 +169,41 @@ func (s *Supervisors) Forward(ctx context.Context, step messages.ArenaStep) (mes
 		}
 	}
 	if err != nil {
-		return r, err
+		return r.Duration, err
 	}
-	return r, r.Err
+	return r.Duration, r.Err
 }
 
 // CarveSlab carves bytes bytes (aligned to align, 0: DefaultSlabAlign) from
-// slab name, and records the carve in the ledger as a view of the slab.
+// slab name, and records the carve in the ledger as a view of the slab. It
+// returns the carved region's pointer and its offset in the slab, in bytes.
 // Errors: arena.ErrSlabAbsent, arena.ErrSlabExhausted, arena.ErrInvalidCarve,
 // ErrReleased, the context's error, ErrSupervisorPanic, ErrClosed.
-func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align int64) (messages.CarveSlabReply, error) {
+func (s *Supervisors) CarveSlab(ctx context.Context, name string, bytes, align int64) (ptr device.DevicePtr, offset int64, err error) {
 	reply := make(chan messages.CarveSlabReply, 1)
 	r, err := ask(ctx, s, s.slab, s.slab, &messages.CarveSlab{Ctx: ctx, Name: name, Bytes: bytes, Align: align, Reply: reply}, reply)
 	if err != nil {
-		return r, err
+		return r.Ptr, r.Offset, err
 	}
-	return r, r.Err
+	return r.Ptr, r.Offset, r.Err
 }
 
 // Release retires the arena and the slabs (later forward steps, carves and
 // builds get ErrReleased; the retirement is recorded in the ledger), then
 // frees every registered resource: one request that the arena, slab and
-// release supervisors hand on to each other (messages.Release), so each part
+// release supervisors hand on to each other, so each part
 // runs behind the requests already in that supervisor's mailbox. It runs to
 // the end whatever ctx says once started; ctx bounds only the wait. It
 // returns the first error; ErrNoArena when no arena was built. When one of
 // the three supervisors had already stopped for good, it returns
 // ErrSupervisorStopped naming it and starts nothing: the arena stays built,
-// and Close still frees it.
-func (s *Supervisors) Release(ctx context.Context) (messages.ReleaseReply, error) {
+// and Close still frees it. The report says what was freed, also when err
+// is not nil.
+func (s *Supervisors) Release(ctx context.Context) (device.ReleaseReport, error) {
 	reply := make(chan messages.ReleaseReply, 1)
 	r, err := ask(ctx, s, s.arena, s.chain, &messages.Release{Reply: reply}, reply)
 	if err != nil {
-		return r, fmt.Errorf("release: %w", err)
+		return r.ReleaseReport, fmt.Errorf("release: %w", err)
 	}
-	return r, r.Err
+	return r.ReleaseReport, r.Err
 }

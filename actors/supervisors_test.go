@@ -10,13 +10,13 @@ import (
 
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // The build zero-fills norm_unit_w, and only it, in both layouts.
 func TestBuildArenaZeroFillsNormUnitWOnly(t *testing.T) {
-	for _, layout := range []messages.Layout{messages.LayoutDiscrete, messages.LayoutPooled} {
+	for _, layout := range []device.Layout{device.LayoutDiscrete, device.LayoutPooled} {
 		r := newRig(t, gpuworker.HostSimConfig{}, func(h *gpuworker.HostSim) gpuworker.Backend { return dirtyAlloc{h} })
 		ctx := context.Background()
 		a, err := r.s.BuildArena(ctx, testPlan(), layout)
@@ -37,7 +37,7 @@ func TestBuildArenaZeroFillsNormUnitWOnly(t *testing.T) {
 func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{}, nil)
 	ctx := context.Background()
-	a, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete)
+	a, err := r.s.BuildArena(ctx, testPlan(), device.LayoutDiscrete)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +59,10 @@ func TestBuildArenaAllocatesPresentBuffersAndZeroesNormUnitW(t *testing.T) {
 	if want := "arena:hidden_states arena:logits arena:norm_unit_w slab/ssm_rowwise_w_bf16:ssm_rowwise_w_bf16"; strings.Join(labels, " ") != want {
 		t.Fatalf("ledger %q, want %q", labels, want)
 	}
-	if l.Counters.CurrentBytes != 10*mib || l.Owners[messages.ArenaOwner].CurrentBytes != 6*mib {
-		t.Fatalf("ledger holds %d B, arena %d B; want 10 MiB, 6 MiB", l.Counters.CurrentBytes, l.Owners[messages.ArenaOwner].CurrentBytes)
+	if l.Counters.CurrentBytes != 10*mib || l.Owners[device.ArenaOwner].CurrentBytes != 6*mib {
+		t.Fatalf("ledger holds %d B, arena %d B; want 10 MiB, 6 MiB", l.Counters.CurrentBytes, l.Owners[device.ArenaOwner].CurrentBytes)
 	}
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); !errors.Is(err, actors.ErrArenaBuilt) {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutDiscrete); !errors.Is(err, actors.ErrArenaBuilt) {
 		t.Fatalf("second build: %v, want ErrArenaBuilt", err)
 	}
 }
@@ -73,7 +73,7 @@ func TestBuildArenaRollsBackAtEveryAllocation(t *testing.T) {
 	ctx := context.Background()
 	for k := 1; k <= 4; k++ {
 		r := newRig(t, gpuworker.HostSimConfig{}, faulty(gpuworker.Faults{FailAllocAt: k}))
-		_, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete)
+		_, err := r.s.BuildArena(ctx, testPlan(), device.LayoutDiscrete)
 		if !errors.Is(err, gpuworker.ErrOutOfMemory) {
 			t.Fatalf("fault at allocation %d: %v, want ErrOutOfMemory", k, err)
 		}
@@ -82,14 +82,14 @@ func TestBuildArenaRollsBackAtEveryAllocation(t *testing.T) {
 			t.Fatalf("fault at allocation %d: ledger %d entries, backend %d B; want both empty", k, len(l.Entries), r.sim.BytesInUse())
 		}
 		// The supervisor is still usable: forward says there is no arena.
-		if _, err := r.s.Forward(ctx, func(*messages.Arena, messages.Device) error { return nil }); !errors.Is(err, actors.ErrNoArena) {
+		if _, err := r.s.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); !errors.Is(err, actors.ErrNoArena) {
 			t.Fatalf("forward after a failed build: %v, want ErrNoArena", err)
 		}
 	}
 }
 
 func TestBuildArenaRollsBackWhenZeroFillFails(t *testing.T) {
-	for _, layout := range []messages.Layout{messages.LayoutDiscrete, messages.LayoutPooled} {
+	for _, layout := range []device.Layout{device.LayoutDiscrete, device.LayoutPooled} {
 		r := newRig(t, gpuworker.HostSimConfig{}, func(h *gpuworker.HostSim) gpuworker.Backend { return memsetFailing{h} })
 		_, err := r.s.BuildArena(context.Background(), testPlan(), layout)
 		if !errors.Is(err, gpuworker.ErrInjected) {
@@ -108,7 +108,7 @@ func TestPooledArena(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{RecordThreads: true}, nil)
 	ctx := context.Background()
 	plan := withSlabs(testPlan())
-	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
+	a, err := r.s.BuildArena(ctx, plan, device.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestPooledArena(t *testing.T) {
 	labels := []string{}
 	for _, e := range l.Entries {
 		labels = append(labels, e.Label)
-		if e.Label != messages.PoolLabel && e.Parent != a.Pool {
+		if e.Label != device.PoolLabel && e.Parent != a.Pool {
 			t.Fatalf("view %+v has parent %#x, want the pool %#x", e, uint64(e.Parent), uint64(a.Pool))
 		}
 	}
@@ -133,7 +133,7 @@ func TestPooledArena(t *testing.T) {
 	if l.Counters.CurrentBytes != 6*mib || l.Counters.Allocations != 1 {
 		t.Fatalf("counters %+v, want one 6 MiB allocation", l.Counters)
 	}
-	_, err = r.s.Forward(ctx, func(a *messages.Arena, dev messages.Device) error {
+	_, err = r.s.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 		return dev.CopyDtoD(a.Ptr(arena.Logits), a.Ptr(arena.HiddenStates), 2*mib)
 	})
 	if !errors.Is(err, gpuworker.ErrOutOfRange) {
@@ -155,7 +155,7 @@ func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
 	// hidden_states. Fail the second free: norm_unit_w.
 	r := newRig(t, gpuworker.HostSimConfig{}, faulty(gpuworker.Faults{FailFreeAt: 2}))
 	ctx := context.Background()
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutDiscrete); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutDiscrete); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := r.s.Release(ctx)
@@ -180,10 +180,10 @@ func TestReleaseIsIdempotentAndKeepsGoing(t *testing.T) {
 	if l.Counters.CurrentBytes != 0 || r.sim.BytesInUse() != 0 || l.Counters.Frees != 4 {
 		t.Fatalf("after release: ledger %+v, backend %d B", l.Counters, r.sim.BytesInUse())
 	}
-	if _, err := r.s.Forward(ctx, func(*messages.Arena, messages.Device) error { return nil }); !errors.Is(err, actors.ErrReleased) {
+	if _, err := r.s.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); !errors.Is(err, actors.ErrReleased) {
 		t.Fatalf("forward after release: %v, want ErrReleased", err)
 	}
-	if _, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); !errors.Is(err, actors.ErrReleased) {
+	if _, _, err := r.s.CarveSlab(ctx, "ssm_rowwise_w_bf16", 256, 0); !errors.Is(err, actors.ErrReleased) {
 		t.Fatalf("carve after release: %v, want ErrReleased", err)
 	}
 }
@@ -192,33 +192,33 @@ func TestSlabCarveBumpsAndRefuses(t *testing.T) {
 	r := newRig(t, gpuworker.HostSimConfig{}, nil)
 	ctx := context.Background()
 	plan := withSlabs(testPlan(), arena.SlabSpec{Name: "w", Bytes: 4096})
-	a, err := r.s.BuildArena(ctx, plan, messages.LayoutPooled)
+	a, err := r.s.BuildArena(ctx, plan, device.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(a.Slabs) != 1 || a.Slabs[0].Name != "w" || a.Slabs[0].Bytes != 4096 {
 		t.Fatalf("arena slabs %+v, want w of 4096 B", a.Slabs)
 	}
-	first, err := r.s.CarveSlab(ctx, "w", 1000, 0)
-	if err != nil || first.Offset != 0 || first.Ptr != a.Slabs[0].Ptr {
-		t.Fatalf("first carve: %+v, %v", first, err)
+	first, off, err := r.s.CarveSlab(ctx, "w", 1000, 0)
+	if err != nil || off != 0 || first != a.Slabs[0].Ptr {
+		t.Fatalf("first carve: %#x at offset %d, %v", uint64(first), off, err)
 	}
-	second, err := r.s.CarveSlab(ctx, "w", 1000, 0)
-	if err != nil || second.Offset != 1024 || second.Ptr != first.Ptr+1024 {
-		t.Fatalf("second carve: %+v, %v; want offset 1024 (256-byte aligned)", second, err)
+	second, off, err := r.s.CarveSlab(ctx, "w", 1000, 0)
+	if err != nil || off != 1024 || second != first+1024 {
+		t.Fatalf("second carve: %#x at offset %d, %v; want offset 1024 (256-byte aligned)", uint64(second), off, err)
 	}
-	_, err = r.s.CarveSlab(ctx, "w", 3000, 0)
+	_, _, err = r.s.CarveSlab(ctx, "w", 3000, 0)
 	var se *arena.SlabError
 	if !errors.Is(err, arena.ErrSlabExhausted) || !errors.As(err, &se) || se.Asked != 3000 || se.Used != 2024 || se.Capacity != 4096 {
 		t.Fatalf("carve past the end: %v, want ErrSlabExhausted naming 3000 asked, 2024 used, 4096 capacity", err)
 	}
-	_, err = r.s.CarveSlab(ctx, "nope", 16, 0)
+	_, _, err = r.s.CarveSlab(ctx, "nope", 16, 0)
 	if !errors.Is(err, arena.ErrSlabAbsent) || !strings.Contains(err.Error(), "w 4096 B") {
 		t.Fatalf("carve of an absent slab: %v, want ErrSlabAbsent naming slab w of 4096 B", err)
 	}
 	// Carves allocate nothing: the slab owner holds the one 4096 B slab.
 	l, _ := r.w.Ledger(ctx)
-	if u := l.Owners[messages.SlabOwner("w")]; u.CurrentBytes != 4096 || l.Counters.Allocations != 2 {
+	if u := l.Owners[device.SlabOwner("w")]; u.CurrentBytes != 4096 || l.Counters.Allocations != 2 {
 		t.Fatalf("slab owner holds %d B over %d allocations; want 4096 B, 2 allocations (pool + slab)", u.CurrentBytes, l.Counters.Allocations)
 	}
 }
@@ -238,12 +238,12 @@ func TestReleaseRunsToItsEndAfterTheCallerGivesUp(t *testing.T) {
 		}
 	}
 	r := newRig(t, gpuworker.HostSimConfig{}, nil, actors.WithHook(hook), actors.WithLogger(quiet))
-	if _, err := r.s.BuildArena(ctx, testPlan(), messages.LayoutPooled); err != nil {
+	if _, err := r.s.BuildArena(ctx, testPlan(), device.LayoutPooled); err != nil {
 		t.Fatal(err)
 	}
 	// A carve is answered after the slab supervisor has adopted the slabs:
 	// from here on, the next message it receives is the release.
-	if _, err := r.s.CarveSlab(ctx, arena.SlabSSMRowwiseW, 256, 0); err != nil {
+	if _, _, err := r.s.CarveSlab(ctx, arena.SlabSSMRowwiseW, 256, 0); err != nil {
 		t.Fatal(err)
 	}
 	releasing.Store(true)

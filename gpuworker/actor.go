@@ -12,8 +12,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // gpuActor is the one actor that calls the backend. It runs on a
@@ -77,7 +78,7 @@ func (a *gpuActor) publishTotals() {
 	if a.ledger.counters == a.status.totals.Load().Counters {
 		return
 	}
-	a.status.totals.Store(&messages.Ledger{Counters: a.ledger.counters, Owners: maps.Clone(a.ledger.owners), BackendBytesInUse: -1, Taken: time.Now()})
+	a.status.totals.Store(&device.Ledger{Counters: a.ledger.counters, Owners: maps.Clone(a.ledger.owners), BackendBytesInUse: -1, Taken: time.Now()})
 }
 
 // stopped closes the backend, tells the Worker, and ends the pinned thread
@@ -283,7 +284,7 @@ func (a *gpuActor) freeAll() {
 
 // guardFree frees ptr, recovering a panic without marking the actor fatal
 // again (used on stop).
-func (a *gpuActor) guardFree(ptr messages.DevicePtr) (err error) {
+func (a *gpuActor) guardFree(ptr device.DevicePtr) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("free %#x: %w: %v", uint64(ptr), ErrBackendPanic, r)

@@ -3,7 +3,8 @@ package gpuworker
 import (
 	"fmt"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // allocBatch allocates every item of m, records its views, zero-fills its
@@ -13,7 +14,7 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 	if err := a.usable(m.Ctx); err != nil {
 		return messages.AllocBatchReply{Err: err}
 	}
-	ptrs := make([]messages.DevicePtr, 0, len(m.Items))
+	ptrs := make([]device.DevicePtr, 0, len(m.Items))
 	item := func(k int, err error) error { return fmt.Errorf("batch item %d of %d: %w", k+1, len(m.Items), err) }
 	fail := func(err error) messages.AllocBatchReply {
 		if rerr := a.rollback(ptrs); rerr != nil {
@@ -40,7 +41,7 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 	}
 	for k, it := range m.Items {
 		for _, z := range it.Zero {
-			p := ptrs[k] + messages.DevicePtr(z.Offset)
+			p := ptrs[k] + device.DevicePtr(z.Offset)
 			if err := a.guard("zero-fill", it.Label, func() error { return a.backend.Memset(p, 0, z.Bytes) }); err != nil {
 				return fail(item(k, fmt.Errorf("zero-fill %s at offset %d (%d B): %w", rangeName(it, z), z.Offset, z.Bytes, err)))
 			}
@@ -63,7 +64,7 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 // runTag runs a batch's tag function, turning a panic into ErrTagPanic: the
 // function is the caller's code, and its bug fails the batch, not the GPU
 // actor.
-func runTag(tag func([]messages.DevicePtr) any, ptrs []messages.DevicePtr) (v any, err error) {
+func runTag(tag func([]device.DevicePtr) any, ptrs []device.DevicePtr) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrTagPanic, r)
@@ -110,7 +111,7 @@ func checkItem(it messages.AllocItem) error {
 // rollback frees ptrs newest first, keeping going after an error. It runs
 // even after a backend panic, as the actor's teardown does: a build is all
 // or nothing (design.md §7, invariant 4).
-func (a *gpuActor) rollback(ptrs []messages.DevicePtr) error {
+func (a *gpuActor) rollback(ptrs []device.DevicePtr) error {
 	var first error
 	for i := len(ptrs) - 1; i >= 0; i-- {
 		if err := a.release(ptrs[i]); err != nil && first == nil {

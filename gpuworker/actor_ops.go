@@ -6,7 +6,8 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // handle answers one request. Every reply channel has room for one reply, so
@@ -65,7 +66,7 @@ func (a *gpuActor) handle(msg any) {
 
 // allocate makes one allocation and records it, or returns an
 // *OutOfMemoryError / ErrInvalidValue naming the label.
-func (a *gpuActor) allocate(owner, label string, bytes int64) (messages.DevicePtr, error) {
+func (a *gpuActor) allocate(owner, label string, bytes int64) (device.DevicePtr, error) {
 	if bytes <= 0 {
 		return 0, fmt.Errorf("alloc %s (%d B): %w: size must be > 0", label, bytes, ErrInvalidValue)
 	}
@@ -73,7 +74,7 @@ func (a *gpuActor) allocate(owner, label string, bytes int64) (messages.DevicePt
 		a.ledger.failed()
 		return 0, a.outOfMemory(owner, label, bytes, true, nil)
 	}
-	var ptr messages.DevicePtr
+	var ptr device.DevicePtr
 	err := a.guard("alloc", label, func() error {
 		var err error
 		ptr, err = a.backend.Alloc(bytes)
@@ -98,7 +99,7 @@ func (a *gpuActor) overBudget(bytes int64) bool {
 	return a.budget > 0 && bytes > a.budget-a.ledger.counters.CurrentBytes
 }
 
-func (a *gpuActor) alloc(m *messages.Alloc) (messages.DevicePtr, error) {
+func (a *gpuActor) alloc(m *messages.Alloc) (device.DevicePtr, error) {
 	if err := a.usable(m.Ctx); err != nil {
 		return 0, err
 	}
@@ -107,7 +108,7 @@ func (a *gpuActor) alloc(m *messages.Alloc) (messages.DevicePtr, error) {
 
 // release frees a ledgered pointer and forgets it; on failure it stays in the
 // ledger (the backend still holds it).
-func (a *gpuActor) release(ptr messages.DevicePtr) error {
+func (a *gpuActor) release(ptr device.DevicePtr) error {
 	e := a.ledger.entries[ptr]
 	err := a.guard("free", e.Label, func() error { return a.backend.Free(ptr) })
 	if err != nil {
@@ -229,7 +230,7 @@ func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
 	return messages.ForwardReply{Duration: time.Since(start), Err: err}
 }
 
-func (a *gpuActor) snapshot() messages.Ledger {
+func (a *gpuActor) snapshot() device.Ledger {
 	s := a.ledger.snapshot(time.Now())
 	if r, ok := a.backend.(BytesInUseReporter); ok {
 		s.BackendBytesInUse = r.BytesInUse()
@@ -237,8 +238,8 @@ func (a *gpuActor) snapshot() messages.Ledger {
 	return s
 }
 
-func (a *gpuActor) stats() messages.WorkerStats {
-	s := messages.WorkerStats{ThreadIDs: a.dispatcher.ThreadIDs(), Messages: a.messages, Takeovers: a.dispatcher.Takeovers()}
+func (a *gpuActor) stats() device.Stats {
+	s := device.Stats{ThreadIDs: a.dispatcher.ThreadIDs(), Messages: a.messages, Takeovers: a.dispatcher.Takeovers()}
 	if a.backend != nil {
 		s.Backend = a.backend.Info().Backend
 	}

@@ -3,11 +3,12 @@ package gpuworker
 import (
 	"fmt"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
-// The supervisors' bookkeeping (messages/supervision.go): it records in the
-// ledger what a restarted supervisor needs, and never calls the backend.
+// The supervisors' bookkeeping (internal/messages/supervision.go): it
+// records in the ledger what a restarted supervisor needs, and never calls
+// the backend.
 
 // addView records a view of a live allocation held by m.Owner, after checking
 // that it lies inside the allocation and overlaps none of its views.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // echo is an actor that answers a chan int with 7, as a supervisor answers
@@ -43,7 +43,7 @@ func TestAskViaAsksAnotherActorButNotFromAStep(t *testing.T) {
 	}
 	inStep := make(chan int, 1)
 	var stepErr error
-	if _, err := w.Forward(ctx, func(messages.Device) error {
+	if _, err := w.Forward(ctx, func(device.Device) error {
 		_, stepErr = gpuworker.AskVia(ctx, w, pid, inStep, inStep, nil)
 		return nil
 	}); err != nil {

@@ -1,6 +1,6 @@
 package gpuworker
 
-import "github.com/gpuarena/gpuarena/messages"
+import "github.com/gpuarena/gpuarena/device"
 
 // Backend is the thing that really calls the device driver. A Backend is
 // created, used and closed on the GPU actor's locked thread only; its methods
@@ -14,17 +14,17 @@ type Backend interface {
 	Info() DeviceInfo
 	// Alloc allocates bytes bytes (cuMemAlloc). bytes ≤ 0 gives ErrInvalidValue;
 	// more than the device has free gives ErrOutOfMemory.
-	Alloc(bytes int64) (messages.DevicePtr, error)
+	Alloc(bytes int64) (device.DevicePtr, error)
 	// Free frees an allocation made by Alloc (cuMemFree).
-	Free(ptr messages.DevicePtr) error
+	Free(ptr device.DevicePtr) error
 	// Memset sets bytes bytes at ptr to value (cuMemsetD8).
-	Memset(ptr messages.DevicePtr, value byte, bytes int64) error
+	Memset(ptr device.DevicePtr, value byte, bytes int64) error
 	// CopyHtoD copies len(src) bytes of host memory to dst (cuMemcpyHtoD).
-	CopyHtoD(dst messages.DevicePtr, src []byte) error
+	CopyHtoD(dst device.DevicePtr, src []byte) error
 	// CopyDtoH copies len(dst) bytes at src to host memory (cuMemcpyDtoH).
-	CopyDtoH(dst []byte, src messages.DevicePtr) error
+	CopyDtoH(dst []byte, src device.DevicePtr) error
 	// CopyDtoD copies bytes bytes from src to dst (cuMemcpyDtoD).
-	CopyDtoD(dst, src messages.DevicePtr, bytes int64) error
+	CopyDtoD(dst, src device.DevicePtr, bytes int64) error
 	// MemInfo returns the device's free and total memory in bytes (cuMemGetInfo).
 	MemInfo() (freeBytes, totalBytes int64, err error)
 	// Close releases the backend (frees what it still holds, releases the

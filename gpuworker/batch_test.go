@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // buildItems are an arena-like batch: a 1 MiB pool with two views, the
@@ -27,8 +28,8 @@ func buildItems() []messages.AllocItem {
 func TestAllocBatchTagsTheWholeBatch(t *testing.T) {
 	w, sim := startSim(t, gpuworker.HostSimConfig{})
 	ctx := context.Background()
-	type built struct{ pool, slab messages.DevicePtr }
-	ptrs, tag, err := w.AllocBatch(ctx, "arena", buildItems(), func(p []messages.DevicePtr) any { return &built{p[0], p[1]} })
+	type built struct{ pool, slab device.DevicePtr }
+	ptrs, tag, err := w.AllocBatch(ctx, "arena", buildItems(), func(p []device.DevicePtr) any { return &built{p[0], p[1]} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +43,8 @@ func TestAllocBatchTagsTheWholeBatch(t *testing.T) {
 	}
 	want := map[string]struct {
 		owner  string
-		ptr    messages.DevicePtr
-		parent messages.DevicePtr
+		ptr    device.DevicePtr
+		parent device.DevicePtr
 		tagged bool
 	}{
 		"pool": {"arena", ptrs[0], 0, true},
@@ -71,7 +72,7 @@ func TestAllocBatchZeroFillFailureRollsBack(t *testing.T) {
 	w, sim := startFaulty(t, gpuworker.HostSimConfig{}, gpuworker.Faults{FailMemsetAt: 1})
 	ctx := context.Background()
 	tagged := false
-	ptrs, tag, err := w.AllocBatch(ctx, "arena", buildItems(), func([]messages.DevicePtr) any { tagged = true; return 1 })
+	ptrs, tag, err := w.AllocBatch(ctx, "arena", buildItems(), func([]device.DevicePtr) any { tagged = true; return 1 })
 	if !errors.Is(err, gpuworker.ErrInjected) || !strings.Contains(err.Error(), "zero-fill pool/b at offset 4096 (8192 B)") {
 		t.Fatalf("AllocBatch: %v, want the injected memset error naming the pool's zero range", err)
 	}
@@ -116,7 +117,7 @@ func TestAllocBatchChecksEveryItemFirst(t *testing.T) {
 func TestAllocBatchTagPanicRollsBack(t *testing.T) {
 	w, sim := startSim(t, gpuworker.HostSimConfig{})
 	ctx := context.Background()
-	_, _, err := w.AllocBatch(ctx, "arena", buildItems(), func([]messages.DevicePtr) any { panic("a tag bug") })
+	_, _, err := w.AllocBatch(ctx, "arena", buildItems(), func([]device.DevicePtr) any { panic("a tag bug") })
 	if !errors.Is(err, gpuworker.ErrTagPanic) || !strings.Contains(err.Error(), "a tag bug") {
 		t.Fatalf("AllocBatch: %v, want ErrTagPanic carrying the panic", err)
 	}

@@ -199,9 +199,11 @@ func TestHostSimUsedByOthers(t *testing.T) {
 	if !errors.As(err, &oom) || oom.OverBudget || oom.DeviceFree != 0 {
 		t.Fatalf("alloc past the 70 MiB others leave: %v, want the device's *OutOfMemoryError with 0 B free", err)
 	}
-	for _, others := range []int64{-1, 100*mib + 1} {
-		if _, err := gpuworker.NewHostSim(gpuworker.HostSimConfig{TotalBytes: 100 * mib, UsedByOthersBytes: others}); !errors.Is(err, gpuworker.ErrInvalidValue) {
-			t.Errorf("NewHostSim with %d B used by others: %v, want ErrInvalidValue", others, err)
-		}
+	for name, others := range map[string]int64{"negative": -1, "past the total": 100*mib + 1} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := gpuworker.NewHostSim(gpuworker.HostSimConfig{TotalBytes: 100 * mib, UsedByOthersBytes: others}); !errors.Is(err, gpuworker.ErrInvalidValue) {
+				t.Errorf("NewHostSim with %d B used by others: %v, want ErrInvalidValue", others, err)
+			}
+		})
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // runConformance is the backend conformance suite: the same checks, through
@@ -156,7 +156,7 @@ func runConformance(t *testing.T, factory gpuworker.BackendFactory) {
 		}
 	})
 	// Everything the suite allocated is freed by owner, and the ledger is empty.
-	if _, err := w.FreeOwner(ctx, owner); err != nil {
+	if _, _, err := w.FreeOwner(ctx, owner); err != nil {
 		t.Fatal(err)
 	}
 	l, err := w.Ledger(ctx)
@@ -168,7 +168,7 @@ func runConformance(t *testing.T, factory gpuworker.BackendFactory) {
 	}
 }
 
-func mustAlloc(t *testing.T, w *gpuworker.Worker, owner string, n int64) messages.DevicePtr {
+func mustAlloc(t *testing.T, w *gpuworker.Worker, owner string, n int64) device.DevicePtr {
 	t.Helper()
 	p, err := w.Alloc(context.Background(), owner, t.Name(), n)
 	if err != nil {

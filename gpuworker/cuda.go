@@ -9,7 +9,7 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // This file and cuda_errors.go are the only ones that import gorgonia.org/cu.
@@ -162,7 +162,7 @@ func (b *cudaBackend) checkOpen(op string) error {
 }
 
 // Alloc allocates bytes bytes of device memory (cuMemAlloc).
-func (b *cudaBackend) Alloc(bytes int64) (messages.DevicePtr, error) {
+func (b *cudaBackend) Alloc(bytes int64) (device.DevicePtr, error) {
 	if err := b.checkOpen("alloc"); err != nil {
 		return 0, err
 	}
@@ -173,14 +173,14 @@ func (b *cudaBackend) Alloc(bytes int64) (messages.DevicePtr, error) {
 	if err != nil {
 		return 0, cudaErr(fmt.Sprintf("cuMemAlloc(%d B)", bytes), err)
 	}
-	return messages.DevicePtr(ptr), nil
+	return device.DevicePtr(ptr), nil
 }
 
 // Free frees an allocation made by Alloc (cuMemFree). A pointer the driver
 // does not know (NULL, a double free) gives an error that is both
 // ErrNotAllocated, as hostsim reports it, and ErrInvalidValue, as the driver
 // does.
-func (b *cudaBackend) Free(ptr messages.DevicePtr) error {
+func (b *cudaBackend) Free(ptr device.DevicePtr) error {
 	if err := b.checkOpen("free"); err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (b *cudaBackend) Free(ptr messages.DevicePtr) error {
 // may return before the memset is done; it runs on the default stream, so a
 // later copy to the host sees its bytes, and a failure in it may be reported
 // by a later call.
-func (b *cudaBackend) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
+func (b *cudaBackend) Memset(ptr device.DevicePtr, value byte, bytes int64) error {
 	if err := b.checkOpen("memset"); err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func (b *cudaBackend) Memset(ptr messages.DevicePtr, value byte, bytes int64) er
 
 // CopyHtoD copies src to dst (cuMemcpyHtoD, synchronous). An empty src is a
 // no-op.
-func (b *cudaBackend) CopyHtoD(dst messages.DevicePtr, src []byte) error {
+func (b *cudaBackend) CopyHtoD(dst device.DevicePtr, src []byte) error {
 	if err := b.checkOpen("copy host→device"); err != nil {
 		return err
 	}
@@ -236,7 +236,7 @@ func (b *cudaBackend) CopyHtoD(dst messages.DevicePtr, src []byte) error {
 
 // CopyDtoH copies len(dst) bytes at src to dst (cuMemcpyDtoH, synchronous).
 // An empty dst is a no-op.
-func (b *cudaBackend) CopyDtoH(dst []byte, src messages.DevicePtr) error {
+func (b *cudaBackend) CopyDtoH(dst []byte, src device.DevicePtr) error {
 	if err := b.checkOpen("copy device→host"); err != nil {
 		return err
 	}
@@ -254,7 +254,7 @@ func (b *cudaBackend) CopyDtoH(dst []byte, src messages.DevicePtr) error {
 // Zero bytes is a no-op. Like cuMemsetD8 the driver may return before the
 // copy is done; it runs on the default stream, so a later copy to the host
 // sees its bytes.
-func (b *cudaBackend) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error {
+func (b *cudaBackend) CopyDtoD(dst, src device.DevicePtr, bytes int64) error {
 	if err := b.checkOpen("copy device→device"); err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func (b *cudaBackend) Close() error {
 // before the driver sees them. op names the call for the error; it is
 // formatted only on an error, since a cold fmt.Sprintf was most of a
 // memset's time before its driver call (docs/performance.md).
-func checkSpan(op func() string, ptr messages.DevicePtr, bytes int64) error {
+func checkSpan(op func() string, ptr device.DevicePtr, bytes int64) error {
 	switch {
 	case bytes < 0:
 		return fmt.Errorf("%s: %w: size must be ≥ 0", op(), ErrInvalidValue)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // These tests need a machine with an NVIDIA GPU and its driver: the test
@@ -146,7 +146,7 @@ func TestCUDABackendRoundTrip(t *testing.T) {
 		}
 		t.Logf("Alloc(2×total): %v", err)
 
-		for _, p := range []messages.DevicePtr{a, c} {
+		for _, p := range []device.DevicePtr{a, c} {
 			if err := b.Free(p); err != nil {
 				t.Errorf("Free(%#x): %v", uint64(p), err)
 			}

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
 )
 
-// deviceHandle implements messages.Device on the GPU thread: it checks that
+// deviceHandle implements device.Device on the GPU thread: it checks that
 // it is called there, while its step runs, and every range against the
 // ledger, before the backend sees anything.
 type deviceHandle struct {
@@ -26,7 +26,7 @@ func (d *deviceHandle) invalidate() { d.dead.Store(true) }
 // check refuses a call after the step, or off the GPU thread, before it
 // reads any of the actor's state (which only the GPU thread may touch), then
 // checks the range against the ledger.
-func (d *deviceHandle) check(op string, ptr messages.DevicePtr, n int64) error {
+func (d *deviceHandle) check(op string, ptr device.DevicePtr, n int64) error {
 	if d.dead.Load() {
 		return fmt.Errorf("%s: %w", op, ErrStepOver)
 	}
@@ -42,39 +42,39 @@ func (d *deviceHandle) check(op string, ptr messages.DevicePtr, n int64) error {
 	return nil
 }
 
-// Memset implements messages.Device.
-func (d *deviceHandle) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
+// Memset implements device.Device.
+func (d *deviceHandle) Memset(ptr device.DevicePtr, value byte, bytes int64) error {
 	if err := d.check("memset", ptr, bytes); err != nil {
 		return err
 	}
 	return d.a.guard("memset", "", func() error { return d.a.backend.Memset(ptr, value, bytes) })
 }
 
-// CopyHtoD implements messages.Device.
-func (d *deviceHandle) CopyHtoD(dst messages.DevicePtr, src []byte) error {
+// CopyHtoD implements device.Device.
+func (d *deviceHandle) CopyHtoD(dst device.DevicePtr, src []byte) error {
 	if err := d.check("copy host→device", dst, int64(len(src))); err != nil {
 		return err
 	}
 	return d.a.guard("copy host→device", "", func() error { return d.a.backend.CopyHtoD(dst, src) })
 }
 
-// CopyDtoH implements messages.Device.
-func (d *deviceHandle) CopyDtoH(dst []byte, src messages.DevicePtr) error {
+// CopyDtoH implements device.Device.
+func (d *deviceHandle) CopyDtoH(dst []byte, src device.DevicePtr) error {
 	if err := d.check("copy device→host", src, int64(len(dst))); err != nil {
 		return err
 	}
 	return d.a.guard("copy device→host", "", func() error { return d.a.backend.CopyDtoH(dst, src) })
 }
 
-// CopyDtoD implements messages.Device.
-func (d *deviceHandle) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error {
+// CopyDtoD implements device.Device.
+func (d *deviceHandle) CopyDtoD(dst, src device.DevicePtr, bytes int64) error {
 	if err := d.check("copy device→device (source)", src, bytes); err != nil {
 		return err
 	}
 	if err := d.check("copy device→device (destination)", dst, bytes); err != nil {
 		return err
 	}
-	if src < dst+messages.DevicePtr(bytes) && dst < src+messages.DevicePtr(bytes) {
+	if src < dst+device.DevicePtr(bytes) && dst < src+device.DevicePtr(bytes) {
 		return fmt.Errorf("copy device→device of %d B from %#x to %#x: %w: the ranges overlap, and cuMemcpyDtoD's result is undefined for overlapping ranges; copy through a scratch buffer",
 			bytes, uint64(src), uint64(dst), ErrInvalidValue)
 	}

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // A step's Device used from other goroutines while the step runs gets
@@ -20,9 +20,9 @@ func TestDeviceIsTiedToTheStepsThread(t *testing.T) {
 	p := mustAlloc(t, w, "user", mib)
 	before := sim.Threads()
 
-	var kept messages.Device
+	var kept device.Device
 	var offThread []error
-	_, err := w.Forward(ctx, func(d messages.Device) error {
+	_, err := w.Forward(ctx, func(d device.Device) error {
 		kept = d
 		errs := make([]error, 8)
 		var wg sync.WaitGroup
@@ -67,7 +67,7 @@ type spySim struct {
 	memsets atomic.Int64
 }
 
-func (s *spySim) Memset(ptr messages.DevicePtr, v byte, n int64) error {
+func (s *spySim) Memset(ptr device.DevicePtr, v byte, n int64) error {
 	s.memsets.Add(1)
 	return s.HostSim.Memset(ptr, v, n)
 }
@@ -84,8 +84,8 @@ func TestDeviceRefusesWildPointersAndOverlaps(t *testing.T) {
 	w := startWith(t, func() (gpuworker.Backend, error) { return spy, nil })
 	ctx := bounded(t)
 	p := mustAlloc(t, w, "user", mib)
-	_, err = w.Forward(ctx, func(d messages.Device) error {
-		for _, wild := range []messages.DevicePtr{p + 1<<63, 0xFFFF_0000_0000_0000, ^messages.DevicePtr(0) - 15} {
+	_, err = w.Forward(ctx, func(d device.Device) error {
+		for _, wild := range []device.DevicePtr{p + 1<<63, 0xFFFF_0000_0000_0000, ^device.DevicePtr(0) - 15} {
 			if err := d.Memset(wild, 0, 16); !errors.Is(err, gpuworker.ErrNotAllocated) {
 				t.Errorf("memset at %#x: %v, want ErrNotAllocated", uint64(wild), err)
 			}

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuarena/gpuarena/bench"
 	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/bench"
 )
 
 // The benchmarks here measure a round trip to the device thread, alone and
-// under contention, for gpuarena's worker and its peers (package bench), on
+// under contention, for gpuarena's worker and its peers (internal/bench), on
 // a simulated H200. Each reports ns/op as the mean latency of one round trip
 // (not the wall time divided by b.N, which under contention is the inverse of
 // the throughput), p50-ns and p99-ns, and ops/s across all clients.

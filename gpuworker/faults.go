@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // Faults is a fault plan for WithFaults. Call numbers count from 1 and per
@@ -126,7 +126,7 @@ func (f *faultyBackend) before(op faultOp) error {
 func (f *faultyBackend) Info() DeviceInfo { return f.b.Info() }
 
 // Alloc allocates on the wrapped device, unless the plan fails it.
-func (f *faultyBackend) Alloc(bytes int64) (messages.DevicePtr, error) {
+func (f *faultyBackend) Alloc(bytes int64) (device.DevicePtr, error) {
 	if err := f.before(opAlloc); err != nil {
 		return 0, err
 	}
@@ -134,7 +134,7 @@ func (f *faultyBackend) Alloc(bytes int64) (messages.DevicePtr, error) {
 }
 
 // Free frees on the wrapped device, unless the plan fails it.
-func (f *faultyBackend) Free(ptr messages.DevicePtr) error {
+func (f *faultyBackend) Free(ptr device.DevicePtr) error {
 	if err := f.before(opFree); err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (f *faultyBackend) Free(ptr messages.DevicePtr) error {
 }
 
 // Memset sets memory on the wrapped device, unless the plan fails it.
-func (f *faultyBackend) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
+func (f *faultyBackend) Memset(ptr device.DevicePtr, value byte, bytes int64) error {
 	if err := f.before(opMemset); err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (f *faultyBackend) Memset(ptr messages.DevicePtr, value byte, bytes int64) 
 }
 
 // CopyHtoD copies to the wrapped device, unless the plan fails it.
-func (f *faultyBackend) CopyHtoD(dst messages.DevicePtr, src []byte) error {
+func (f *faultyBackend) CopyHtoD(dst device.DevicePtr, src []byte) error {
 	if err := f.before(opCopy); err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func (f *faultyBackend) CopyHtoD(dst messages.DevicePtr, src []byte) error {
 }
 
 // CopyDtoH copies from the wrapped device, unless the plan fails it.
-func (f *faultyBackend) CopyDtoH(dst []byte, src messages.DevicePtr) error {
+func (f *faultyBackend) CopyDtoH(dst []byte, src device.DevicePtr) error {
 	if err := f.before(opCopy); err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (f *faultyBackend) CopyDtoH(dst []byte, src messages.DevicePtr) error {
 }
 
 // CopyDtoD copies on the wrapped device, unless the plan fails it.
-func (f *faultyBackend) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error {
+func (f *faultyBackend) CopyDtoD(dst, src device.DevicePtr, bytes int64) error {
 	if err := f.before(opCopy); err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // On a real GPU, a step that calls runtime.Goexit gets ErrStepExited and
@@ -22,14 +22,14 @@ func TestCUDAStepGoexitTakeoverBindsTheContext(t *testing.T) {
 	if err := w.Memset(ctx, p, 5, mib); err != nil {
 		t.Fatal(err)
 	}
-	_, err := w.Forward(ctx, func(messages.Device) error {
+	_, err := w.Forward(ctx, func(device.Device) error {
 		runtime.Goexit()
 		return nil
 	})
 	if !errors.Is(err, gpuworker.ErrStepExited) {
 		t.Fatalf("forward of a step that calls runtime.Goexit: %v, want ErrStepExited", err)
 	}
-	if _, err := w.Forward(ctx, func(d messages.Device) error { return d.Memset(p+1, 6, 1) }); err != nil {
+	if _, err := w.Forward(ctx, func(d device.Device) error { return d.Memset(p+1, 6, 1) }); err != nil {
 		t.Fatalf("a step on the new thread: %v", err)
 	}
 	got, err := w.CopyDtoH(ctx, p, 2)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // bounded is a context that turns a reply that never comes into a test
@@ -29,7 +29,7 @@ func TestStepGoexitKeepsServingOnANewThread(t *testing.T) {
 	ctx := bounded(t)
 	p := mustAlloc(t, w, "user", 10*mib)
 
-	_, err := w.Forward(ctx, func(messages.Device) error {
+	_, err := w.Forward(ctx, func(device.Device) error {
 		runtime.Goexit()
 		return nil
 	})
@@ -40,10 +40,10 @@ func TestStepGoexitKeepsServingOnANewThread(t *testing.T) {
 		t.Fatalf("Err after a step's Goexit: %v, want nil (the worker keeps serving)", err)
 	}
 	// The new thread serves steps and backend calls, and the ledger is intact.
-	if _, err := w.Forward(ctx, func(d messages.Device) error { return d.Memset(p, 7, 10*mib) }); err != nil {
+	if _, err := w.Forward(ctx, func(d device.Device) error { return d.Memset(p, 7, 10*mib) }); err != nil {
 		t.Fatalf("forward after the takeover: %v", err)
 	}
-	got, err := w.CopyDtoH(ctx, p+messages.DevicePtr(10*mib-1), 1)
+	got, err := w.CopyDtoH(ctx, p+device.DevicePtr(10*mib-1), 1)
 	if err != nil || got[0] != 7 {
 		t.Fatalf("read back after the takeover: %v, %v; want [7]", got, err)
 	}
@@ -74,7 +74,7 @@ type goexitSim struct {
 	armed atomic.Bool
 }
 
-func (g *goexitSim) Memset(ptr messages.DevicePtr, v byte, n int64) error {
+func (g *goexitSim) Memset(ptr device.DevicePtr, v byte, n int64) error {
 	if g.armed.Load() {
 		runtime.Goexit()
 	}
@@ -97,13 +97,15 @@ func TestBackendGoexitIsFatalAndStopFrees(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"request": func() error { return w.Memset(ctx, p, 1, mib) },
 		"step": func() error {
-			_, err := w.Forward(ctx, func(d messages.Device) error { return d.Memset(p, 1, mib) })
+			_, err := w.Forward(ctx, func(d device.Device) error { return d.Memset(p, 1, mib) })
 			return err
 		},
 	} {
-		if err := call(); !errors.Is(err, gpuworker.ErrBackendPanic) {
-			t.Fatalf("%s whose backend call exits: %v, want ErrBackendPanic", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if err := call(); !errors.Is(err, gpuworker.ErrBackendPanic) {
+				t.Fatalf("%s whose backend call exits: %v, want ErrBackendPanic", name, err)
+			}
+		})
 	}
 	if err := w.Err(); !errors.Is(err, gpuworker.ErrBackendPanic) {
 		t.Fatalf("Err: %v, want ErrBackendPanic", err)

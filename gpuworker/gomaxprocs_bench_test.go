@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // BenchmarkGOMAXPROCSChange is one client's forward step and ledger
@@ -34,7 +34,7 @@ func BenchmarkGOMAXPROCSChange(b *testing.B) {
 			defer w.Stop()
 			runtime.GOMAXPROCS(procs)
 			ctx := context.Background()
-			step := func(messages.Device) error { return nil }
+			step := func(device.Device) error { return nil }
 			for b.Loop() {
 				if _, err := w.Forward(ctx, step); err != nil {
 					b.Fatal(err)

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // KindHostSim is the name the simulated device registers under, and the
@@ -52,7 +52,7 @@ type HostSim struct {
 	cfg HostSimConfig
 
 	mu      sync.Mutex // guards allocs' sizes for BytesInUse, and threads
-	allocs  map[messages.DevicePtr][]byte
+	allocs  map[device.DevicePtr][]byte
 	inUse   int64
 	threads map[int]int // thread id → calls
 }
@@ -74,7 +74,7 @@ func NewHostSim(cfg HostSimConfig) (*HostSim, error) {
 	}
 	return &HostSim{
 		cfg:     cfg,
-		allocs:  make(map[messages.DevicePtr][]byte),
+		allocs:  make(map[device.DevicePtr][]byte),
 		threads: make(map[int]int),
 	}, nil
 }
@@ -114,7 +114,7 @@ func (h *HostSim) record() {
 }
 
 // Alloc reserves bytes bytes of host memory (hostMemory).
-func (h *HostSim) Alloc(bytes int64) (messages.DevicePtr, error) {
+func (h *HostSim) Alloc(bytes int64) (device.DevicePtr, error) {
 	h.record()
 	if bytes <= 0 {
 		return 0, fmt.Errorf("alloc %d B: %w: size must be > 0", bytes, ErrInvalidValue)
@@ -132,7 +132,7 @@ func (h *HostSim) Alloc(bytes int64) (messages.DevicePtr, error) {
 	if err != nil {
 		return 0, fmt.Errorf("alloc %d B: %v: %w", bytes, err, ErrOutOfMemory)
 	}
-	ptr := messages.DevicePtr(uintptr(unsafe.Pointer(&mem[0])))
+	ptr := device.DevicePtr(uintptr(unsafe.Pointer(&mem[0])))
 	h.mu.Lock()
 	h.allocs[ptr] = mem
 	h.inUse += bytes
@@ -141,7 +141,7 @@ func (h *HostSim) Alloc(bytes int64) (messages.DevicePtr, error) {
 }
 
 // Free gives an allocation's memory back (releaseHostMemory).
-func (h *HostSim) Free(ptr messages.DevicePtr) error {
+func (h *HostSim) Free(ptr device.DevicePtr) error {
 	h.record()
 	h.mu.Lock()
 	mem, ok := h.allocs[ptr]
@@ -160,14 +160,14 @@ func (h *HostSim) Free(ptr messages.DevicePtr) error {
 }
 
 // span returns the host bytes [ptr, ptr+n) when they lie inside one allocation.
-func (h *HostSim) span(ptr messages.DevicePtr, n int64) ([]byte, error) {
+func (h *HostSim) span(ptr device.DevicePtr, n int64) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%d B at %#x: %w: size must be ≥ 0", n, uint64(ptr), ErrInvalidValue)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for base, mem := range h.allocs {
-		if ptr >= base && ptr < base+messages.DevicePtr(len(mem)) {
+		if ptr >= base && ptr < base+device.DevicePtr(len(mem)) {
 			off := int64(ptr - base)
 			if n > int64(len(mem))-off {
 				return nil, fmt.Errorf("%d B at %#x (offset %d of a %d B allocation): %w", n, uint64(ptr), off, len(mem), ErrOutOfRange)
@@ -181,7 +181,7 @@ func (h *HostSim) span(ptr messages.DevicePtr, n int64) ([]byte, error) {
 // Memset sets bytes bytes at ptr to value. A zero memset goes through
 // zeroHostMemory, which on Linux drops whole pages (madvise MADV_DONTNEED),
 // so zeroing a large buffer costs no RAM.
-func (h *HostSim) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
+func (h *HostSim) Memset(ptr device.DevicePtr, value byte, bytes int64) error {
 	h.record()
 	dst, err := h.span(ptr, bytes)
 	if err != nil {
@@ -198,7 +198,7 @@ func (h *HostSim) Memset(ptr messages.DevicePtr, value byte, bytes int64) error 
 }
 
 // CopyHtoD copies src to dst.
-func (h *HostSim) CopyHtoD(dst messages.DevicePtr, src []byte) error {
+func (h *HostSim) CopyHtoD(dst device.DevicePtr, src []byte) error {
 	h.record()
 	d, err := h.span(dst, int64(len(src)))
 	if err != nil {
@@ -209,7 +209,7 @@ func (h *HostSim) CopyHtoD(dst messages.DevicePtr, src []byte) error {
 }
 
 // CopyDtoH copies len(dst) bytes at src to dst.
-func (h *HostSim) CopyDtoH(dst []byte, src messages.DevicePtr) error {
+func (h *HostSim) CopyDtoH(dst []byte, src device.DevicePtr) error {
 	h.record()
 	s, err := h.span(src, int64(len(dst)))
 	if err != nil {
@@ -220,7 +220,7 @@ func (h *HostSim) CopyDtoH(dst []byte, src messages.DevicePtr) error {
 }
 
 // CopyDtoD copies bytes bytes from src to dst (overlapping ranges allowed).
-func (h *HostSim) CopyDtoD(dst, src messages.DevicePtr, bytes int64) error {
+func (h *HostSim) CopyDtoD(dst, src device.DevicePtr, bytes int64) error {
 	h.record()
 	s, err := h.span(src, bytes)
 	if err != nil {

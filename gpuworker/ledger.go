@@ -8,27 +8,28 @@ import (
 	"time"
 
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // ledger records every live allocation the GPU actor made: label, owner,
 // bytes, pointer, creation time. It is the single source of truth for what
 // the process holds on the device. It is used on the GPU thread only.
 type ledger struct {
-	entries map[messages.DevicePtr]*ledgerEntry
-	starts  []messages.DevicePtr // sorted, for range lookups
+	entries map[device.DevicePtr]*ledgerEntry
+	starts  []device.DevicePtr // sorted, for range lookups
 	// views are the buffers inside pool allocations, sorted by pointer; they
 	// never overlap. A range that starts in a view must end in it.
 	views    []*ledgerEntry
 	seq      uint64
-	counters messages.LedgerCounters
-	owners   map[string]messages.OwnerUsage
+	counters device.LedgerCounters
+	owners   map[string]device.OwnerUsage
 	// retired are the owners retired with RetireOwners.
 	retired map[string]struct{}
 }
 
 type ledgerEntry struct {
-	messages.LedgerEntry
+	device.LedgerEntry
 	seq uint64
 }
 
@@ -41,19 +42,19 @@ const ledgerRoom = 2 * arena.NumBuffers
 
 func newLedger() *ledger {
 	return &ledger{
-		entries: make(map[messages.DevicePtr]*ledgerEntry, ledgerRoom),
-		starts:  make([]messages.DevicePtr, 0, ledgerRoom),
+		entries: make(map[device.DevicePtr]*ledgerEntry, ledgerRoom),
+		starts:  make([]device.DevicePtr, 0, ledgerRoom),
 		views:   make([]*ledgerEntry, 0, ledgerRoom),
-		owners:  make(map[string]messages.OwnerUsage),
+		owners:  make(map[string]device.OwnerUsage),
 		retired: make(map[string]struct{}),
 	}
 }
 
 // add records a successful allocation.
-func (l *ledger) add(ptr messages.DevicePtr, bytes int64, label, owner string) {
+func (l *ledger) add(ptr device.DevicePtr, bytes int64, label, owner string) {
 	l.seq++
 	l.entries[ptr] = &ledgerEntry{
-		LedgerEntry: messages.LedgerEntry{Ptr: ptr, Bytes: bytes, Label: label, Owner: owner, Created: time.Now()},
+		LedgerEntry: device.LedgerEntry{Ptr: ptr, Bytes: bytes, Label: label, Owner: owner, Created: time.Now()},
 		seq:         l.seq,
 	}
 	i := sort.Search(len(l.starts), func(i int) bool { return l.starts[i] >= ptr })
@@ -74,7 +75,7 @@ func (l *ledger) add(ptr messages.DevicePtr, bytes int64, label, owner string) {
 // offset order, and do not overlap. The entries are made in one slice and
 // go into the sorted views in one run: a pool's dozens of buffers cost two
 // allocations.
-func (l *ledger) addViews(parent messages.DevicePtr, views []messages.PoolView) {
+func (l *ledger) addViews(parent device.DevicePtr, views []messages.PoolView) {
 	if len(views) == 0 {
 		return
 	}
@@ -84,7 +85,7 @@ func (l *ledger) addViews(parent messages.DevicePtr, views []messages.PoolView) 
 	for i, v := range views {
 		l.seq++
 		made[i] = ledgerEntry{
-			LedgerEntry: messages.LedgerEntry{Ptr: parent + messages.DevicePtr(v.Offset), Bytes: v.Bytes, Label: v.Label, Owner: p.Owner, Parent: parent, Created: p.Created},
+			LedgerEntry: device.LedgerEntry{Ptr: parent + device.DevicePtr(v.Offset), Bytes: v.Bytes, Label: v.Label, Owner: p.Owner, Parent: parent, Created: p.Created},
 			seq:         l.seq,
 		}
 		add[i] = &made[i]
@@ -105,14 +106,14 @@ func (l *ledger) addView(e *ledgerEntry, v messages.PoolView) error {
 		return fmt.Errorf("view %s at offset %d (%d B) of %s (%d B): %w: a view must be non-empty and inside its allocation",
 			v.Label, v.Offset, v.Bytes, e.Label, e.Bytes, ErrInvalidValue)
 	}
-	start := e.Ptr + messages.DevicePtr(v.Offset)
-	end := start + messages.DevicePtr(v.Bytes)
+	start := e.Ptr + device.DevicePtr(v.Offset)
+	end := start + device.DevicePtr(v.Bytes)
 	i := sort.Search(len(l.views), func(i int) bool { return l.views[i].Ptr >= start })
 	for _, j := range []int{i - 1, i} {
 		if j < 0 || j >= len(l.views) {
 			continue
 		}
-		if o := l.views[j]; o.Ptr < end && start < o.Ptr+messages.DevicePtr(o.Bytes) {
+		if o := l.views[j]; o.Ptr < end && start < o.Ptr+device.DevicePtr(o.Bytes) {
 			return fmt.Errorf("view %s at offset %d (%d B) of %s: %w: it overlaps view %s at offset %d (%d B)",
 				v.Label, v.Offset, v.Bytes, e.Label, ErrInvalidValue, o.Label, int64(o.Ptr-e.Ptr), o.Bytes)
 		}
@@ -129,7 +130,7 @@ func (l *ledger) retire(owners []string) {
 }
 
 // remove forgets a freed allocation and the views inside it.
-func (l *ledger) remove(ptr messages.DevicePtr) {
+func (l *ledger) remove(ptr device.DevicePtr) {
 	e, ok := l.entries[ptr]
 	if !ok {
 		return
@@ -149,7 +150,7 @@ func (l *ledger) remove(ptr messages.DevicePtr) {
 func (l *ledger) failed() { l.counters.Failures++ }
 
 // lookup returns the entry at exactly ptr, checking its owner.
-func (l *ledger) lookup(ptr messages.DevicePtr, owner string) (*ledgerEntry, error) {
+func (l *ledger) lookup(ptr device.DevicePtr, owner string) (*ledgerEntry, error) {
 	e, ok := l.entries[ptr]
 	if !ok {
 		return nil, fmt.Errorf("%#x: %w", uint64(ptr), ErrNotAllocated)
@@ -162,7 +163,7 @@ func (l *ledger) lookup(ptr messages.DevicePtr, owner string) (*ledgerEntry, err
 
 // checkRange verifies that [ptr, ptr+n) lies inside one live allocation and,
 // when it starts in a view of a pool, inside that view.
-func (l *ledger) checkRange(ptr messages.DevicePtr, n int64) error {
+func (l *ledger) checkRange(ptr device.DevicePtr, n int64) error {
 	if n < 0 {
 		return fmt.Errorf("%d B at %#x: %w: size must be ≥ 0", n, uint64(ptr), ErrInvalidValue)
 	}
@@ -181,7 +182,7 @@ func (l *ledger) checkRange(ptr messages.DevicePtr, n int64) error {
 // checkInside verifies that [ptr, ptr+n) lies inside e, which starts at or
 // below ptr. The offset is compared unsigned: a pointer 2⁶³ or more past the
 // start would be a negative int64 and pass a signed comparison.
-func (e *ledgerEntry) checkInside(ptr messages.DevicePtr, n int64) error {
+func (e *ledgerEntry) checkInside(ptr device.DevicePtr, n int64) error {
 	if uint64(ptr-e.Ptr) >= uint64(e.Bytes) {
 		return fmt.Errorf("%#x: %w", uint64(ptr), ErrNotAllocated)
 	}
@@ -215,10 +216,10 @@ func (l *ledger) all() []*ledgerEntry {
 }
 
 // snapshot copies the ledger, oldest entry first, each pool followed by its views.
-func (l *ledger) snapshot(now time.Time) messages.Ledger {
+func (l *ledger) snapshot(now time.Time) device.Ledger {
 	all := append(l.all(), l.views...)
 	sort.Slice(all, func(i, j int) bool { return all[i].seq > all[j].seq })
-	entries := make([]messages.LedgerEntry, len(all))
+	entries := make([]device.LedgerEntry, len(all))
 	for i, e := range all {
 		entries[len(all)-1-i] = e.LedgerEntry
 		entries[len(all)-1-i].Age = now.Sub(e.Created)
@@ -227,14 +228,14 @@ func (l *ledger) snapshot(now time.Time) messages.Ledger {
 	if len(l.retired) > 0 {
 		retired = slices.Sorted(maps.Keys(l.retired))
 	}
-	return messages.Ledger{Entries: entries, Counters: l.counters, Owners: maps.Clone(l.owners), BackendBytesInUse: -1, Taken: now, Retired: retired}
+	return device.Ledger{Entries: entries, Counters: l.counters, Owners: maps.Clone(l.owners), BackendBytesInUse: -1, Taken: now, Retired: retired}
 }
 
 // largest returns up to n entries, largest first.
-func (l *ledger) largest(n int) []messages.LedgerEntry {
+func (l *ledger) largest(n int) []device.LedgerEntry {
 	all := l.all()
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Bytes > all[j].Bytes })
-	out := make([]messages.LedgerEntry, 0, n)
+	out := make([]device.LedgerEntry, 0, n)
 	for _, e := range all[:min(n, len(all))] {
 		out = append(out, e.LedgerEntry)
 	}
@@ -243,5 +244,5 @@ func (l *ledger) largest(n int) []messages.LedgerEntry {
 
 // heldByOwner is the bytes each owner holds now (owners holding none left out).
 func (l *ledger) heldByOwner() map[string]int64 {
-	return messages.Ledger{Owners: l.owners}.BytesByOwner()
+	return device.Ledger{Owners: l.owners}.BytesByOwner()
 }

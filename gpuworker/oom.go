@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // OutOfMemoryError is the error of an allocation the device (or the budget)
@@ -30,7 +30,7 @@ type OutOfMemoryError struct {
 	// OverBudget is true when the budget, not the device, refused the request.
 	OverBudget bool
 	// Largest are the largest live allocations, largest first (at most 3).
-	Largest []messages.LedgerEntry
+	Largest []device.LedgerEntry
 	// Cause is the backend's own error, when the device refused.
 	Cause error
 }

@@ -25,7 +25,7 @@ const DefaultSpin = pinned.DefaultSpin
 const DefaultBusyPoll = pinned.DefaultBusyPoll
 
 // ThreadID returns the id of the calling thread as the worker records the
-// GPU thread's (messages.WorkerStats.ThreadIDs) and HostSim records its
+// GPU thread's (device.Stats.ThreadIDs) and HostSim records its
 // callers' (HostSim.Threads): the OS thread id (gettid) on Linux; elsewhere
 // an id of the calling goroutine, which names its thread as well for a
 // goroutine locked to it (runtime.LockOSThread), as the GPU thread is.

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // workerStatus is what the GPU actor tells its Worker from the GPU thread,
@@ -23,12 +23,12 @@ type workerStatus struct {
 	// totals is the ledger's counters and per-owner usage (no entries), as
 	// the GPU thread published them after the last request that changed
 	// them: what metrics and a stop that gave up read without waiting.
-	totals atomic.Pointer[messages.Ledger]
+	totals atomic.Pointer[device.Ledger]
 }
 
 func newWorkerStatus() *workerStatus {
 	s := &workerStatus{gone: make(chan struct{}), abandoned: make(chan struct{})}
-	s.totals.Store(&messages.Ledger{Owners: map[string]messages.OwnerUsage{}})
+	s.totals.Store(&device.Ledger{Owners: map[string]device.OwnerUsage{}})
 	return s
 }
 

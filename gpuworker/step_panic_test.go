@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 var errStepBug = errors.New("step bug")
 
-func panickingStep(messages.Device) error { panic(errStepBug) }
+func panickingStep(device.Device) error { panic(errStepBug) }
 
 // A step's panic comes back as a *StepPanicError carrying the stack where it
 // panicked, and an error value stays testable with errors.Is.

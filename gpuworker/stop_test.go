@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // Forward steps queued behind a running one when the worker starts to stop
@@ -31,7 +31,7 @@ func TestStopDoesNotStartQueuedStepsAndGivesUpOnAHungOne(t *testing.T) {
 	hang, running := make(chan struct{}), make(chan struct{})
 	hung := make(chan error, 1)
 	go func() {
-		_, err := w.Forward(ctx, func(messages.Device) error { close(running); <-hang; return nil })
+		_, err := w.Forward(ctx, func(device.Device) error { close(running); <-hang; return nil })
 		hung <- err
 	}()
 	<-running
@@ -42,7 +42,7 @@ func TestStopDoesNotStartQueuedStepsAndGivesUpOnAHungOne(t *testing.T) {
 	var wg sync.WaitGroup
 	for range queued {
 		wg.Go(func() {
-			_, err := w.Forward(ctx, func(messages.Device) error { ran.Add(1); return nil })
+			_, err := w.Forward(ctx, func(device.Device) error { ran.Add(1); return nil })
 			errs <- err
 		})
 	}

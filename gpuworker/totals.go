@@ -1,6 +1,6 @@
 package gpuworker
 
-import "github.com/gpuarena/gpuarena/messages"
+import "github.com/gpuarena/gpuarena/device"
 
 // LedgerTotals returns the ledger's counters and per-owner usage (no
 // entries; BackendBytesInUse -1) as of the last request the GPU thread
@@ -8,4 +8,4 @@ import "github.com/gpuarena/gpuarena/messages"
 // never waits for the GPU thread, so a metrics scrape does not stall behind
 // a long forward step or a queue of them; Ledger is the exact, waiting
 // snapshot. The result must not be modified.
-func (w *Worker) LedgerTotals() messages.Ledger { return *w.status.totals.Load() }
+func (w *Worker) LedgerTotals() device.Ledger { return *w.status.totals.Load() }

@@ -11,8 +11,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // Worker is the handle to a running GPU actor: its PID for other actors, and
@@ -229,8 +230,9 @@ func (w *Worker) StopResult(ctx context.Context) error {
 // a step that hangs; StopContext calls it when its context is done.
 func (w *Worker) Abandon() { w.status.abandon() }
 
-// Ping makes a round trip to the GPU thread without calling the backend
-// (messages.Ping): nil when the worker serves requests.
+// Ping makes a round trip to the GPU thread without calling the backend:
+// nil when the worker serves requests; the context's error when it was done
+// before the actor got to it; the fatal error once the backend panicked.
 func (w *Worker) Ping(ctx context.Context) error {
 	reply := make(chan error, 1)
 	r, err := ask(ctx, w, &messages.Ping{Ctx: ctx, Reply: reply}, reply)
@@ -238,7 +240,7 @@ func (w *Worker) Ping(ctx context.Context) error {
 }
 
 // Alloc allocates bytes bytes for owner, recorded as label.
-func (w *Worker) Alloc(ctx context.Context, owner, label string, bytes int64) (messages.DevicePtr, error) {
+func (w *Worker) Alloc(ctx context.Context, owner, label string, bytes int64) (device.DevicePtr, error) {
 	reply := make(chan messages.AllocReply, 1)
 	r, err := ask(ctx, w, &messages.Alloc{Ctx: ctx, Owner: owner, Label: label, Bytes: bytes, Reply: reply}, reply)
 	return r.Ptr, errors.Join(err, r.Err)
@@ -249,14 +251,19 @@ func (w *Worker) Alloc(ctx context.Context, owner, label string, bytes int64) (m
 // tag is not nil, tags the allocations with tag's result, in one request;
 // see messages.AllocBatch. It returns one pointer per item, in order, and
 // tag's result.
-func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.AllocItem, tag func([]messages.DevicePtr) any) ([]messages.DevicePtr, any, error) {
+//
+// It is the arena supervisor's build (package actors), and the module's
+// tests use it: its items are of gpuarena's internal package messages, so
+// code outside the module cannot make a batch. An embedder builds an arena
+// with the module root's Manager.BuildArena, or allocates with Alloc.
+func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.AllocItem, tag func([]device.DevicePtr) any) ([]device.DevicePtr, any, error) {
 	reply := make(chan messages.AllocBatchReply, 1)
 	r, err := ask(ctx, w, &messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Tag: tag, Reply: reply}, reply)
 	return r.Ptrs, r.Tag, errors.Join(err, r.Err)
 }
 
 // Free frees one allocation held by owner.
-func (w *Worker) Free(ctx context.Context, owner string, ptr messages.DevicePtr) error {
+func (w *Worker) Free(ctx context.Context, owner string, ptr device.DevicePtr) error {
 	reply := make(chan error, 1)
 	r, err := ask(ctx, w, &messages.Free{Ctx: ctx, Owner: owner, Ptr: ptr, Reply: reply}, reply)
 	return errors.Join(err, r)
@@ -267,7 +274,7 @@ func (w *Worker) Free(ctx context.Context, owner string, ptr messages.DevicePtr)
 // order in ptrs, and the first error. When err is the context's or ErrClosed
 // the request may have run or not: failed is then all of ptrs, and the
 // ledger tells what is still held.
-func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []messages.DevicePtr) (failed []messages.DevicePtr, err error) {
+func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []device.DevicePtr) (failed []device.DevicePtr, err error) {
 	reply := make(chan messages.FreeBatchReply, 1)
 	r, err := ask(ctx, w, &messages.FreeBatch{Ctx: ctx, Owner: owner, Ptrs: ptrs, Reply: reply}, reply)
 	if err != nil {
@@ -276,36 +283,38 @@ func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []messages.De
 	return r.Failed, r.Err
 }
 
-// FreeOwner frees everything owner holds, newest first.
-func (w *Worker) FreeOwner(ctx context.Context, owner string) (messages.FreeOwnerReply, error) {
+// FreeOwner frees everything owner holds, newest first, keeping going after
+// an error. It returns how many allocations it freed, the bytes they held,
+// and the first error.
+func (w *Worker) FreeOwner(ctx context.Context, owner string) (freed int, bytes int64, err error) {
 	reply := make(chan messages.FreeOwnerReply, 1)
 	r, err := ask(ctx, w, &messages.FreeOwner{Ctx: ctx, Owner: owner, Reply: reply}, reply)
-	return r, errors.Join(err, r.Err)
+	return r.Freed, r.Bytes, errors.Join(err, r.Err)
 }
 
 // Memset sets bytes bytes at ptr to value.
-func (w *Worker) Memset(ctx context.Context, ptr messages.DevicePtr, value byte, bytes int64) error {
+func (w *Worker) Memset(ctx context.Context, ptr device.DevicePtr, value byte, bytes int64) error {
 	reply := make(chan error, 1)
 	r, err := ask(ctx, w, &messages.Memset{Ctx: ctx, Ptr: ptr, Value: value, Bytes: bytes, Reply: reply}, reply)
 	return errors.Join(err, r)
 }
 
 // CopyHtoD copies src to dst.
-func (w *Worker) CopyHtoD(ctx context.Context, dst messages.DevicePtr, src []byte) error {
+func (w *Worker) CopyHtoD(ctx context.Context, dst device.DevicePtr, src []byte) error {
 	reply := make(chan error, 1)
 	r, err := ask(ctx, w, &messages.CopyHtoD{Ctx: ctx, Dst: dst, Src: src, Reply: reply}, reply)
 	return errors.Join(err, r)
 }
 
 // CopyDtoH reads bytes bytes at src.
-func (w *Worker) CopyDtoH(ctx context.Context, src messages.DevicePtr, bytes int64) ([]byte, error) {
+func (w *Worker) CopyDtoH(ctx context.Context, src device.DevicePtr, bytes int64) ([]byte, error) {
 	reply := make(chan messages.CopyDtoHReply, 1)
 	r, err := ask(ctx, w, &messages.CopyDtoH{Ctx: ctx, Src: src, Bytes: bytes, Reply: reply}, reply)
 	return r.Data, errors.Join(err, r.Err)
 }
 
 // CopyDtoD copies bytes bytes from src to dst.
-func (w *Worker) CopyDtoD(ctx context.Context, dst, src messages.DevicePtr, bytes int64) error {
+func (w *Worker) CopyDtoD(ctx context.Context, dst, src device.DevicePtr, bytes int64) error {
 	reply := make(chan error, 1)
 	r, err := ask(ctx, w, &messages.CopyDtoD{Ctx: ctx, Dst: dst, Src: src, Bytes: bytes, Reply: reply}, reply)
 	return errors.Join(err, r)
@@ -318,8 +327,12 @@ func (w *Worker) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err 
 	return r.FreeBytes, r.TotalBytes, errors.Join(err, r.Err)
 }
 
-// Forward runs step on the GPU thread; see messages.Forward.
-func (w *Worker) Forward(ctx context.Context, step func(messages.Device) error) (time.Duration, error) {
+// Forward runs step on the GPU thread with a device.Device handle that is
+// valid only while step runs, from step's goroutine. The GPU actor's mailbox
+// runs one request at a time, so two forward steps never overlap. It returns
+// how long step ran and step's error (a panic in step is recovered as a
+// *StepPanicError; runtime.Goexit in step gives ErrStepExited).
+func (w *Worker) Forward(ctx context.Context, step func(device.Device) error) (time.Duration, error) {
 	reply := make(chan messages.ForwardReply, 1)
 	// A step runs the embedder's code for an unknown time: poll for the
 	// spin only.
@@ -328,13 +341,13 @@ func (w *Worker) Forward(ctx context.Context, step func(messages.Device) error) 
 }
 
 // Ledger returns a snapshot of the ledger.
-func (w *Worker) Ledger(ctx context.Context) (messages.Ledger, error) {
-	reply := make(chan messages.Ledger, 1)
+func (w *Worker) Ledger(ctx context.Context) (device.Ledger, error) {
+	reply := make(chan device.Ledger, 1)
 	return ask(ctx, w, &messages.LedgerSnapshot{Reply: reply}, reply)
 }
 
 // Stats returns how the worker has run.
-func (w *Worker) Stats(ctx context.Context) (messages.WorkerStats, error) {
-	reply := make(chan messages.WorkerStats, 1)
+func (w *Worker) Stats(ctx context.Context) (device.Stats, error) {
+	reply := make(chan device.Stats, 1)
 	return ask(ctx, w, &messages.Stats{Reply: reply}, reply)
 }

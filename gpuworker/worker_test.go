@@ -10,8 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // Invariant 1: every backend call runs on one OS thread, not a caller's.
@@ -80,7 +81,7 @@ func TestOneForwardAtATime(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for range 8 {
-				_, err := w.Forward(ctx, func(dev messages.Device) error {
+				_, err := w.Forward(ctx, func(dev device.Device) error {
 					n := inFlight.Add(1)
 					defer inFlight.Add(-1)
 					for {
@@ -157,7 +158,7 @@ func TestFreeChecksOwnerAndLiveness(t *testing.T) {
 func TestFreeBatchKeepsGoingAndReturnsFirstError(t *testing.T) {
 	w, sim := startFaulty(t, gpuworker.HostSimConfig{}, gpuworker.Faults{FailFreeAt: 2})
 	ctx := context.Background()
-	ptrs := []messages.DevicePtr{mustAlloc(t, w, "o", mib), mustAlloc(t, w, "o", mib), mustAlloc(t, w, "o", mib)}
+	ptrs := []device.DevicePtr{mustAlloc(t, w, "o", mib), mustAlloc(t, w, "o", mib), mustAlloc(t, w, "o", mib)}
 	failed, err := w.FreeBatch(ctx, "o", ptrs)
 	if !errors.Is(err, gpuworker.ErrInjected) || !slices.Equal(failed, ptrs[1:2]) {
 		t.Fatalf("FreeBatch = %#x, %v; want [%#x] and the injected free failure", failed, err, ptrs[1])

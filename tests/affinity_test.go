@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -39,7 +40,7 @@ func TestManagerAffinity(t *testing.T) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			callers <- gpuworker.ThreadID()
-			_, err := m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+			_, err := m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 				return dev.CopyHtoD(a.Ptr(arena.TokenIDs), []byte{1, 0, 0, 0})
 			})
 			if err != nil {

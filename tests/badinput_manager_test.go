@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -121,10 +122,10 @@ func TestBadInputForward(t *testing.T) {
 	sim := newSim(t, gpuworker.HostSimConfig{})
 	m := simManager(t, sim)
 	ctx := context.Background()
-	forward := func(step func(*gpuarena.Arena, gpuarena.Device) error) func() error {
+	forward := func(step func(*device.Arena, device.Device) error) func() error {
 		return func() error { _, err := m.Forward(ctx, step); return err }
 	}
-	nop := func(*gpuarena.Arena, gpuarena.Device) error { return nil }
+	nop := func(*device.Arena, device.Device) error { return nil }
 	runBad(t, []badCase{
 		{"before build", forward(nop), gpuarena.ErrNoArena, nil},
 		{"nil step", forward(nil), gpuarena.ErrInvalidValue, []string{"nil step"}},
@@ -132,25 +133,25 @@ func TestBadInputForward(t *testing.T) {
 	if _, err := m.BuildArena(ctx, smallPlan()); err != nil {
 		t.Fatal(err)
 	}
-	var kept gpuarena.Device
+	var kept device.Device
 	runBad(t, []badCase{
 		{"nil step", forward(nil), gpuarena.ErrInvalidValue, []string{"nil step"}},
-		{"past the buffer", forward(func(a *gpuarena.Arena, dev gpuarena.Device) error {
+		{"past the buffer", forward(func(a *device.Arena, dev device.Device) error {
 			return dev.Memset(a.Ptr(arena.HiddenStates), 0, a.Bytes(arena.HiddenStates)+1)
 		}), gpuworker.ErrOutOfRange, []string{"hidden_states"}},
-		{"an absent buffer's NULL pointer", forward(func(a *gpuarena.Arena, dev gpuarena.Device) error {
+		{"an absent buffer's NULL pointer", forward(func(a *device.Arena, dev device.Device) error {
 			return dev.CopyHtoD(a.Ptr(arena.Residual), []byte{1})
 		}), gpuworker.ErrNotAllocated, []string{"0x0"}},
-		{"negative size", forward(func(a *gpuarena.Arena, dev gpuarena.Device) error {
+		{"negative size", forward(func(a *device.Arena, dev device.Device) error {
 			return dev.CopyDtoD(a.Ptr(arena.Logits), a.Ptr(arena.HiddenStates), -1)
 		}), gpuarena.ErrInvalidValue, []string{"-1 B"}},
 		{"device handle kept past the step", func() error {
-			if err := forward(func(_ *gpuarena.Arena, dev gpuarena.Device) error { kept = dev; return nil })(); err != nil {
+			if err := forward(func(_ *device.Arena, dev device.Device) error { kept = dev; return nil })(); err != nil {
 				return err
 			}
 			return kept.Memset(0, 0, 1)
 		}, gpuworker.ErrStepOver, []string{"memset"}},
-		{"step panics", forward(func(*gpuarena.Arena, gpuarena.Device) error { panic("step bug") }), gpuarena.ErrStepPanic, []string{"step bug"}},
+		{"step panics", forward(func(*device.Arena, device.Device) error { panic("step bug") }), gpuarena.ErrStepPanic, []string{"step bug"}},
 	})
 	if _, err := m.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 func TestBadInputWorkerStart(t *testing.T) {
@@ -85,7 +86,7 @@ func TestBadInputWorkerCalls(t *testing.T) {
 		{"free an interior pointer", func() error { return w.Free(ctx, "alice", p+8) }, gpuworker.ErrNotAllocated, nil},
 		{"free by another owner", func() error { return w.Free(ctx, "bob", p) }, gpuworker.ErrNotOwner, []string{`"alice"`, `"bob"`}},
 		{"double free", func() error { return w.Free(ctx, "alice", freed) }, gpuworker.ErrNotAllocated, nil},
-		{"free batch with a stranger's pointer", func() error { _, err := w.FreeBatch(ctx, "bob", []messages.DevicePtr{q}); return err }, gpuworker.ErrNotOwner, []string{`"bob"`}},
+		{"free batch with a stranger's pointer", func() error { _, err := w.FreeBatch(ctx, "bob", []device.DevicePtr{q}); return err }, gpuworker.ErrNotOwner, []string{`"bob"`}},
 		{"memset NULL", func() error { return w.Memset(ctx, 0, 1, 1) }, gpuworker.ErrNotAllocated, nil},
 		{"memset past the end", func() error { return w.Memset(ctx, p+mib-1, 1, 2) }, gpuworker.ErrOutOfRange, []string{"p"}},
 		{"memset < 0 B", func() error { return w.Memset(ctx, p, 1, -1) }, gpuworker.ErrInvalidValue, nil},
@@ -106,8 +107,8 @@ func TestBadInputWorkerCalls(t *testing.T) {
 			return w.AddView(ctx, "alice", pool, messages.PoolView{Label: "v4", Offset: 4096, Bytes: 1})
 		}, gpuworker.ErrInvalidValue, []string{"v4"}},
 	})
-	if r, err := w.FreeOwner(ctx, "nobody"); err != nil || r.Freed != 0 {
-		t.Fatalf("freeing an owner with nothing: %+v, %v", r, err)
+	if freed, _, err := w.FreeOwner(ctx, "nobody"); err != nil || freed != 0 {
+		t.Fatalf("freeing an owner with nothing: %d freed, %v", freed, err)
 	}
 	// Nothing above kept an allocation or freed one of alice's: she still
 	// holds p, q and the pool. The batch was refused before its good item was

@@ -10,8 +10,9 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // A request whose context is done before it is sent is not sent: every
@@ -27,7 +28,7 @@ func TestCancelledBeforeSend(t *testing.T) {
 	cancel()
 	expired, cancel2 := context.WithDeadline(bg, time.Now().Add(-time.Second))
 	defer cancel2()
-	step := func(*gpuarena.Arena, gpuarena.Device) error { t.Error("a cancelled step ran"); return nil }
+	step := func(*device.Arena, device.Device) error { t.Error("a cancelled step ran"); return nil }
 	calls := map[string]func(ctx context.Context) error{
 		"BuildArena": func(ctx context.Context) error { _, err := m.BuildArena(ctx, smallPlan()); return err },
 		"Forward":    func(ctx context.Context) error { _, err := m.Forward(ctx, step); return err },
@@ -39,12 +40,14 @@ func TestCancelledBeforeSend(t *testing.T) {
 	}
 	before := agrees(t, m, sim)
 	for name, call := range calls {
-		if err := call(cancelled); !errors.Is(err, context.Canceled) {
-			t.Errorf("%s with a cancelled context: %v, want context.Canceled", name, err)
-		}
-		if err := call(expired); !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s past its deadline: %v, want context.DeadlineExceeded", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if err := call(cancelled); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s with a cancelled context: %v, want context.Canceled", name, err)
+			}
+			if err := call(expired); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s past its deadline: %v, want context.DeadlineExceeded", name, err)
+			}
+		})
 	}
 	after := agrees(t, m, sim)
 	if after.Counters != before.Counters || len(after.Entries) != len(before.Entries) {
@@ -74,18 +77,20 @@ func TestWorkerCancelledBeforeSend(t *testing.T) {
 			return err
 		},
 		"Free":      func() error { return w.Free(ctx, "o", p) },
-		"FreeBatch": func() error { _, err := w.FreeBatch(ctx, "o", []messages.DevicePtr{p}); return err },
-		"FreeOwner": func() error { _, err := w.FreeOwner(ctx, "o"); return err },
+		"FreeBatch": func() error { _, err := w.FreeBatch(ctx, "o", []device.DevicePtr{p}); return err },
+		"FreeOwner": func() error { _, _, err := w.FreeOwner(ctx, "o"); return err },
 		"Memset":    func() error { return w.Memset(ctx, p, 1, mib) },
 		"CopyHtoD":  func() error { return w.CopyHtoD(ctx, p, pattern) },
 		"CopyDtoH":  func() error { _, err := w.CopyDtoH(ctx, p, 16); return err },
 		"CopyDtoD":  func() error { return w.CopyDtoD(ctx, p, p+mib/2, 16) },
-		"Forward":   func() error { _, err := w.Forward(ctx, func(messages.Device) error { return nil }); return err },
+		"Forward":   func() error { _, err := w.Forward(ctx, func(device.Device) error { return nil }); return err },
 	}
 	for name, call := range calls {
-		if err := call(); !errors.Is(err, context.Canceled) {
-			t.Errorf("%s: %v, want context.Canceled", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if err := call(); !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v, want context.Canceled", name, err)
+			}
+		})
 	}
 	l := agrees(t, w, sim)
 	if l.Counters.Allocations != 1 || l.Counters.Frees != 0 || l.Counters.CurrentBytes != mib {
@@ -171,9 +176,9 @@ func TestCancelledDuringWorkerRequest(t *testing.T) {
 	if l.Owners["b"].CurrentBytes != 6*mib {
 		t.Fatalf("owner b holds %d B after the batch ran to its end, want 6 MiB", l.Owners["b"].CurrentBytes)
 	}
-	r, err := w.FreeOwner(bg, "b")
-	if err != nil || r.Freed != 3 || r.Bytes != 6*mib {
-		t.Fatalf("releasing the owner: %+v, %v", r, err)
+	freed, bytes, err := w.FreeOwner(bg, "b")
+	if err != nil || freed != 3 || bytes != 6*mib {
+		t.Fatalf("releasing the owner: %d allocations, %d B, %v", freed, bytes, err)
 	}
 	if l := agrees(t, w, sim); l.Counters.CurrentBytes != 0 {
 		t.Fatalf("the ledger holds %d B after the owner's release", l.Counters.CurrentBytes)
@@ -187,7 +192,7 @@ func TestCancelledArenaRequests(t *testing.T) {
 	_, dev, h := holdSim(t)
 	w, s := supRig(t, dev)
 	bg := context.Background()
-	a, err := s.BuildArena(bg, smallPlan(), messages.LayoutPooled)
+	a, err := s.BuildArena(bg, smallPlan(), device.LayoutPooled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,15 +208,19 @@ func TestCancelledArenaRequests(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	forward := make(chan error, 1)
 	go func() {
-		_, err := s.Forward(ctx, func(*messages.Arena, messages.Device) error { ran <- struct{}{}; return nil })
+		_, err := s.Forward(ctx, func(*device.Arena, device.Device) error { ran <- struct{}{}; return nil })
 		forward <- err
 	}()
 	waitQueued(t, w, 1)
-	first := make(chan messages.CarveSlabReply, 1)
-	go func() { r, _ := s.CarveSlab(bg, "w", 1000, 0); first <- r }()
+	type carved struct {
+		off int64
+		err error
+	}
+	first := make(chan carved, 1)
+	go func() { _, off, err := s.CarveSlab(bg, "w", 1000, 0); first <- carved{off, err} }()
 	waitQueued(t, w, 2)
 	carve := make(chan error, 1)
-	go func() { _, err := s.CarveSlab(ctx, "w", 1000, 0); carve <- err }()
+	go func() { _, _, err := s.CarveSlab(ctx, "w", 1000, 0); carve <- err }()
 	cancel()
 	if err := <-forward; !errors.Is(err, context.Canceled) {
 		t.Fatalf("queued forward: %v, want context.Canceled", err)
@@ -223,13 +232,13 @@ func TestCancelledArenaRequests(t *testing.T) {
 	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
-	if r := <-first; r.Err != nil || r.Offset != 0 {
-		t.Fatalf("the carve that was not given up on: %+v", r)
+	if r := <-first; r.err != nil || r.off != 0 {
+		t.Fatalf("the carve that was not given up on: offset %d, %v", r.off, r.err)
 	}
-	if r, err := s.CarveSlab(bg, "w", 1000, 0); err != nil || r.Offset != 1024 {
-		t.Fatalf("next carve: %+v, %v; want offset 1024 (the cancelled carve took nothing)", r, err)
+	if _, off, err := s.CarveSlab(bg, "w", 1000, 0); err != nil || off != 1024 {
+		t.Fatalf("next carve: offset %d, %v; want offset 1024 (the cancelled carve took nothing)", off, err)
 	}
-	if _, err := s.Forward(bg, func(*messages.Arena, messages.Device) error { return nil }); err != nil {
+	if _, err := s.Forward(bg, func(*device.Arena, device.Device) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -248,7 +257,7 @@ func TestCancelledDuringBuildIsReleased(t *testing.T) {
 	h.arm("alloc", 2) // the slab, after the pool
 	ctx, cancel := context.WithCancel(bg)
 	build := make(chan error, 1)
-	go func() { _, err := s.BuildArena(ctx, smallPlan(), messages.LayoutPooled); build <- err }()
+	go func() { _, err := s.BuildArena(ctx, smallPlan(), device.LayoutPooled); build <- err }()
 	<-h.reached
 	cancel()
 	if err := <-build; !errors.Is(err, context.Canceled) {
@@ -256,10 +265,10 @@ func TestCancelledDuringBuildIsReleased(t *testing.T) {
 	}
 	close(h.release)
 	// Queued behind the build in the arena supervisor: the build has finished.
-	if _, err := s.BuildArena(bg, smallPlan(), messages.LayoutPooled); !errors.Is(err, gpuarena.ErrArenaBuilt) {
+	if _, err := s.BuildArena(bg, smallPlan(), device.LayoutPooled); !errors.Is(err, gpuarena.ErrArenaBuilt) {
 		t.Fatalf("second build: %v, want ErrArenaBuilt (the given-up build finished)", err)
 	}
-	if l := agrees(t, w, sim); l.Owners[messages.ArenaOwner].CurrentBytes != 6*mib || l.Owners[messages.SlabOwner("w")].CurrentBytes != 4*mib {
+	if l := agrees(t, w, sim); l.Owners[device.ArenaOwner].CurrentBytes != 6*mib || l.Owners[device.SlabOwner("w")].CurrentBytes != 4*mib {
 		t.Fatalf("owners %+v, want the arena's 6 MiB and the slab's 4 MiB", l.Owners)
 	}
 	rep, err := s.Release(bg)
@@ -290,7 +299,7 @@ func TestCancelledDuringForwardStepFinishes(t *testing.T) {
 	}
 	forward := make(chan result, 1)
 	go func() {
-		_, err := m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+		_, err := m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 			close(started)
 			<-finish
 			err := dev.CopyHtoD(a.Ptr(arena.Logits), pattern)
@@ -306,7 +315,7 @@ func TestCancelledDuringForwardStepFinishes(t *testing.T) {
 		t.Fatalf("forward whose caller gave up while its step ran: %v, returned after the step: %v; want the step's result (nil), after it", r.err, r.stepDone)
 	}
 	var got []byte
-	if _, err := m.Forward(bg, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+	if _, err := m.Forward(bg, func(a *device.Arena, dev device.Device) error {
 		got = make([]byte, len(pattern))
 		return dev.CopyDtoH(got, a.Ptr(arena.Logits))
 	}); err != nil || !bytes.Equal(got, pattern) {

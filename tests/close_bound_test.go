@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -30,7 +31,7 @@ func TestCloseDoesNotStartQueuedSteps(t *testing.T) {
 	hang, running := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
 	go func() {
-		_, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { close(running); <-hang; return nil })
+		_, err := m.Forward(ctx, func(*device.Arena, device.Device) error { close(running); <-hang; return nil })
 		first <- err
 	}()
 	<-running
@@ -43,7 +44,7 @@ func TestCloseDoesNotStartQueuedSteps(t *testing.T) {
 	for range queued {
 		wg.Go(func() {
 			sent.Done()
-			_, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { ran.Add(1); return nil })
+			_, err := m.Forward(ctx, func(*device.Arena, device.Device) error { ran.Add(1); return nil })
 			errs <- err
 		})
 	}
@@ -93,7 +94,7 @@ func TestCloseContextGivesUpOnAHungStep(t *testing.T) {
 	hang, running := make(chan struct{}), make(chan struct{})
 	stepErr := make(chan error, 1)
 	go func() {
-		_, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { close(running); <-hang; return nil })
+		_, err := m.Forward(ctx, func(*device.Arena, device.Device) error { close(running); <-hang; return nil })
 		stepErr <- err
 	}()
 	<-running

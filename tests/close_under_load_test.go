@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // closeClients is how many goroutines have requests in flight when Close is called.
@@ -128,8 +129,8 @@ func TestCloseUnderLoad(t *testing.T) {
 func closeLoadRequest(ctx context.Context, m *gpuarena.Manager, i, n int) (string, error) {
 	switch (i + n) % 8 {
 	case 0, 1, 2:
-		_, err := m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
-			off := gpuarena.DevicePtr((i % 256) * 4096)
+		_, err := m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
+			off := device.DevicePtr((i % 256) * 4096)
 			return dev.Memset(a.Ptr(arena.HiddenStates)+off, byte(i), 4096)
 		})
 		return "forward", err

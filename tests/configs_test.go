@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -27,14 +28,14 @@ func configPaths(t *testing.T) []string {
 // forward step, and releases to zero, with the ledger and the simulated
 // device agreeing at every point (invariant 3).
 func TestEveryConfigBuildsAndReleases(t *testing.T) {
-	for _, layout := range []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete} {
+	for _, layout := range []device.Layout{device.LayoutPooled, device.LayoutDiscrete} {
 		for _, path := range configPaths(t) {
 			t.Run(string(layout)+"/"+filepath.Base(path), func(t *testing.T) { buildAndRelease(t, path, layout) })
 		}
 	}
 }
 
-func buildAndRelease(t *testing.T, path string, layout gpuarena.Layout) {
+func buildAndRelease(t *testing.T, path string, layout device.Layout) {
 	cfg, err := arena.LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func buildAndRelease(t *testing.T, path string, layout gpuarena.Layout) {
 	// Discrete: one allocation per buffer. Pooled: one pool (its bytes
 	// padded to 256 B boundaries) and a view per buffer.
 	allocations, views, bytes := buffers+len(plan.Slabs), 0, plan.TotalBytes
-	if layout == gpuarena.LayoutPooled {
+	if layout == device.LayoutPooled {
 		allocations, views, bytes = 1+len(plan.Slabs), buffers, a.PoolBytes+plan.SlabBytes
 	}
 	if len(l.Entries) != allocations+views || int(l.Counters.Allocations) != allocations ||
@@ -86,7 +87,7 @@ func buildAndRelease(t *testing.T, path string, layout gpuarena.Layout) {
 			}
 		}
 	}
-	if _, err := m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+	if _, err := m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 		return dev.CopyDtoD(a.Ptr(arena.Residual), a.Ptr(arena.HiddenStates), a.Bytes(arena.HiddenStates))
 	}); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -27,7 +27,7 @@ func TestForwardWaitsForAStartedStepOnly(t *testing.T) {
 	buf := make([]byte, 64)
 	short, stop := context.WithTimeout(ctx, 10*time.Millisecond)
 	defer stop()
-	_, err := m.Forward(short, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+	_, err := m.Forward(short, func(a *device.Arena, dev device.Device) error {
 		time.Sleep(50 * time.Millisecond)
 		return dev.CopyDtoH(buf, a.Ptrs[0])
 	})
@@ -40,17 +40,17 @@ func TestForwardWaitsForAStartedStepOnly(t *testing.T) {
 
 	hang, running := make(chan struct{}), make(chan struct{})
 	go func() {
-		_, _ = m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { close(running); <-hang; return nil })
+		_, _ = m.Forward(ctx, func(*device.Arena, device.Device) error { close(running); <-hang; return nil })
 	}()
 	<-running
 	var ran atomic.Bool
 	queued, stopQueued := context.WithTimeout(ctx, 10*time.Millisecond)
 	defer stopQueued()
-	if _, err := m.Forward(queued, func(*gpuarena.Arena, gpuarena.Device) error { ran.Store(true); return nil }); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := m.Forward(queued, func(*device.Arena, device.Device) error { ran.Store(true); return nil }); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a step whose context ended while it was queued: %v, want DeadlineExceeded", err)
 	}
 	close(hang)
-	if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); err != nil {
+	if _, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if ran.Load() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/testkit"
 )
@@ -87,8 +88,8 @@ func TestBuildAndTouchSeeds(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("Validate: %v, want nil or an *arena.PlanError", err)
 			} else {
-				_, pooledFits := arenaNeed(plan, gpuarena.LayoutPooled, budget)
-				_, discreteFits := arenaNeed(plan, gpuarena.LayoutDiscrete, budget)
+				_, pooledFits := arenaNeed(plan, device.LayoutPooled, budget)
+				_, discreteFits := arenaNeed(plan, device.LayoutDiscrete, budget)
 				switch {
 				case !pooledFits && !discreteFits:
 					got = "out of memory"
@@ -368,27 +369,27 @@ type gateBackend struct {
 	allocs, touches atomic.Int64
 }
 
-func (g *gateBackend) Alloc(bytes int64) (gpuarena.DevicePtr, error) {
+func (g *gateBackend) Alloc(bytes int64) (device.DevicePtr, error) {
 	g.allocs.Add(1)
 	return g.HostSim.Alloc(bytes)
 }
 
-func (g *gateBackend) Memset(ptr gpuarena.DevicePtr, value byte, bytes int64) error {
+func (g *gateBackend) Memset(ptr device.DevicePtr, value byte, bytes int64) error {
 	g.touches.Add(1)
 	return g.HostSim.Memset(ptr, value, bytes)
 }
 
-func (g *gateBackend) CopyHtoD(dst gpuarena.DevicePtr, src []byte) error {
+func (g *gateBackend) CopyHtoD(dst device.DevicePtr, src []byte) error {
 	g.touches.Add(1)
 	return g.HostSim.CopyHtoD(dst, src)
 }
 
-func (g *gateBackend) CopyDtoH(dst []byte, src gpuarena.DevicePtr) error {
+func (g *gateBackend) CopyDtoH(dst []byte, src device.DevicePtr) error {
 	g.touches.Add(1)
 	return g.HostSim.CopyDtoH(dst, src)
 }
 
-func (g *gateBackend) CopyDtoD(dst, src gpuarena.DevicePtr, bytes int64) error {
+func (g *gateBackend) CopyDtoD(dst, src device.DevicePtr, bytes int64) error {
 	g.touches.Add(1)
 	return g.HostSim.CopyDtoD(dst, src, bytes)
 }
@@ -398,13 +399,13 @@ func (g *gateBackend) CopyDtoD(dst, src gpuarena.DevicePtr, bytes int64) error {
 func runBuildAndTouch(t *testing.T, base uint8, edits, touches []byte) {
 	plan := fuzzPlan(t, base, edits)
 	verr := plan.Validate()
-	refusals := map[gpuarena.Layout]string{}
-	for _, layout := range []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete} {
+	refusals := map[device.Layout]string{}
+	for _, layout := range []device.Layout{device.LayoutPooled, device.LayoutDiscrete} {
 		refusals[layout] = buildAndTouch(t, clonePlan(plan), layout, verr, touches)
 	}
-	if verr != nil && refusals[gpuarena.LayoutPooled] != refusals[gpuarena.LayoutDiscrete] {
+	if verr != nil && refusals[device.LayoutPooled] != refusals[device.LayoutDiscrete] {
 		t.Fatalf("the layouts refuse the plan differently:\npooled:   %s\ndiscrete: %s",
-			refusals[gpuarena.LayoutPooled], refusals[gpuarena.LayoutDiscrete])
+			refusals[device.LayoutPooled], refusals[device.LayoutDiscrete])
 	}
 }
 
@@ -412,7 +413,7 @@ func runBuildAndTouch(t *testing.T, base uint8, edits, touches []byte) {
 // checks the outcome against verr (Validate's verdict) and the budget, runs
 // the forward steps of touches on a built arena, and closes. It returns the
 // refusal's message when verr is not nil.
-func buildAndTouch(t *testing.T, plan *arena.Plan, layout gpuarena.Layout, verr error, touches []byte) string {
+func buildAndTouch(t *testing.T, plan *arena.Plan, layout device.Layout, verr error, touches []byte) string {
 	t.Helper()
 	ctx := context.Background()
 	gate := &gateBackend{HostSim: newSim(t, gpuworker.HostSimConfig{TotalBytes: fuzzCapacity})}
@@ -471,9 +472,9 @@ func buildAndTouch(t *testing.T, plan *arena.Plan, layout gpuarena.Layout, verr 
 // that fits budget: every buffer at a 256-byte-aligned offset in one pool
 // rounded up to 256 B (pooled), or every buffer on its own (discrete), and
 // the slabs. A need that does not fit in int64 is -1, and does not fit.
-func arenaNeed(plan *arena.Plan, layout gpuarena.Layout, budget int64) (int64, bool) {
+func arenaNeed(plan *arena.Plan, layout device.Layout, budget int64) (int64, bool) {
 	need := plan.BufferBytes
-	if layout == gpuarena.LayoutPooled {
+	if layout == device.LayoutPooled {
 		var ok bool
 		if need, ok = poolBytes(plan); !ok {
 			return -1, false
@@ -529,7 +530,7 @@ func poolBytes(plan *arena.Plan) (int64, bool) {
 
 // checkBuilt checks a built arena: its pointers, pool, slabs, and that the
 // ledger holds need bytes.
-func checkBuilt(t *testing.T, m *gpuarena.Manager, gate *gateBackend, a *gpuarena.Arena, plan *arena.Plan, layout gpuarena.Layout, need int64) {
+func checkBuilt(t *testing.T, m *gpuarena.Manager, gate *gateBackend, a *device.Arena, plan *arena.Plan, layout device.Layout, need int64) {
 	t.Helper()
 	if a == nil || a.Plan != plan || a.Layout != layout {
 		t.Fatalf("%s: built arena %+v, want the plan's, layout %s", layout, a, layout)
@@ -542,11 +543,11 @@ func checkBuilt(t *testing.T, m *gpuarena.Manager, gate *gateBackend, a *gpuaren
 			t.Fatalf("%s: absent %s has pointer %#x, want NULL", layout, arena.BufferID(id), p)
 		case b.Present() && p == 0:
 			t.Fatalf("%s: present %s (%d B) has a NULL pointer", layout, arena.BufferID(id), b.Bytes)
-		case b.Present() && layout == gpuarena.LayoutPooled && p != a.Pool+gpuarena.DevicePtr(offs[id]):
+		case b.Present() && layout == device.LayoutPooled && p != a.Pool+device.DevicePtr(offs[id]):
 			t.Fatalf("%s: %s at %#x, want the pool %#x + offset %d", layout, arena.BufferID(id), p, a.Pool, offs[id])
 		}
 	}
-	if pool, _ := poolBytes(plan); layout == gpuarena.LayoutPooled && (a.Pool == 0 || a.PoolBytes != pool) {
+	if pool, _ := poolBytes(plan); layout == device.LayoutPooled && (a.Pool == 0 || a.PoolBytes != pool) {
 		t.Fatalf("%s: pool %#x of %d B, want %d B", layout, a.Pool, a.PoolBytes, pool)
 	}
 	if len(a.Slabs) != len(plan.Slabs) {
@@ -565,12 +566,12 @@ func checkBuilt(t *testing.T, m *gpuarena.Manager, gate *gateBackend, a *gpuaren
 // region is a range of device memory: a buffer, a pool, a slab.
 type region struct {
 	name  string
-	start gpuarena.DevicePtr
+	start device.DevicePtr
 	bytes int64
 }
 
 // holds reports whether ptr lies in r, and its offset there.
-func (r region) holds(ptr gpuarena.DevicePtr) (int64, bool) {
+func (r region) holds(ptr device.DevicePtr) (int64, bool) {
 	if ptr < r.start || uint64(ptr-r.start) >= uint64(r.bytes) {
 		return 0, false
 	}
@@ -584,20 +585,20 @@ type arenaMap struct {
 	views, allocs []region
 }
 
-func newArenaMap(a *gpuarena.Arena) arenaMap {
+func newArenaMap(a *device.Arena) arenaMap {
 	var m arenaMap
 	for id, b := range a.Plan.Buffers {
 		if !b.Present() {
 			continue
 		}
 		r := region{arena.BufferID(id).String(), a.Ptrs[id], b.Bytes}
-		if a.Layout == gpuarena.LayoutPooled {
+		if a.Layout == device.LayoutPooled {
 			m.views = append(m.views, r)
 		} else {
 			m.allocs = append(m.allocs, r)
 		}
 	}
-	if a.Layout == gpuarena.LayoutPooled {
+	if a.Layout == device.LayoutPooled {
 		m.allocs = append(m.allocs, region{"pool", a.Pool, a.PoolBytes})
 	}
 	for _, s := range a.Slabs {
@@ -608,7 +609,7 @@ func newArenaMap(a *gpuarena.Arena) arenaMap {
 
 // expect is where a Device call on [ptr, ptr+n) starts and the error it must
 // return (nil: it must succeed).
-func (m arenaMap) expect(ptr gpuarena.DevicePtr, n int64) (where string, want error) {
+func (m arenaMap) expect(ptr device.DevicePtr, n int64) (where string, want error) {
 	if n < 0 {
 		return "a negative length", gpuarena.ErrInvalidValue
 	}
@@ -640,14 +641,14 @@ const (
 // buffer).
 type anchor struct {
 	name  string
-	start gpuarena.DevicePtr
+	start device.DevicePtr
 	bytes int64
 }
 
 // nextAnchor reads an anchor: a byte below 128 is a buffer (present or not),
 // otherwise by its value % 8 NULL, a slab, the pool, the top of the address
 // space, a raw address, or a present buffer.
-func nextAnchor(r *fuzzBytes, a *gpuarena.Arena) anchor {
+func nextAnchor(r *fuzzBytes, a *device.Arena) anchor {
 	buffer := func(id arena.BufferID) anchor { return anchor{id.String(), a.Ptrs[id], a.Plan.Buffers[id].Bytes} }
 	c := r.u8()
 	if c < 128 {
@@ -666,9 +667,9 @@ func nextAnchor(r *fuzzBytes, a *gpuarena.Arena) anchor {
 	case 2:
 		return anchor{"pool", a.Pool, a.PoolBytes}
 	case 3:
-		return anchor{name: "the top of the address space", start: ^gpuarena.DevicePtr(0)}
+		return anchor{name: "the top of the address space", start: ^device.DevicePtr(0)}
 	case 4:
-		return anchor{name: "a raw address", start: gpuarena.DevicePtr(r.u64())}
+		return anchor{name: "a raw address", start: device.DevicePtr(r.u64())}
 	default:
 		var present []arena.BufferID
 		for id, b := range a.Plan.Buffers {
@@ -683,37 +684,37 @@ func nextAnchor(r *fuzzBytes, a *gpuarena.Arena) anchor {
 // nextPtr reads a position relative to an anchor: its start, a little past
 // it, a little before its end, its end, a little past its end, a little
 // before its start, a raw int64 away (wrapping), its middle.
-func nextPtr(r *fuzzBytes, an anchor) (gpuarena.DevicePtr, string) {
-	end := an.start + gpuarena.DevicePtr(an.bytes)
+func nextPtr(r *fuzzBytes, an anchor) (device.DevicePtr, string) {
+	end := an.start + device.DevicePtr(an.bytes)
 	switch r.u8() % 8 {
 	case 0:
 		return an.start, "start of " + an.name
 	case 1:
-		k := gpuarena.DevicePtr(r.u8())
+		k := device.DevicePtr(r.u8())
 		return an.start + k, fmt.Sprintf("start of %s + %d", an.name, k)
 	case 2:
-		k := gpuarena.DevicePtr(r.u8())
+		k := device.DevicePtr(r.u8())
 		return end - 1 - k, fmt.Sprintf("end of %s - %d", an.name, k+1)
 	case 3:
 		return end, "end of " + an.name
 	case 4:
-		k := gpuarena.DevicePtr(r.u8())
+		k := device.DevicePtr(r.u8())
 		return end + k, fmt.Sprintf("end of %s + %d", an.name, k)
 	case 5:
-		k := gpuarena.DevicePtr(r.u8())
+		k := device.DevicePtr(r.u8())
 		return an.start - 1 - k, fmt.Sprintf("start of %s - %d", an.name, k+1)
 	case 6:
 		k := int64(r.u64())
-		return an.start + gpuarena.DevicePtr(k), fmt.Sprintf("start of %s %+d", an.name, k)
+		return an.start + device.DevicePtr(k), fmt.Sprintf("start of %s %+d", an.name, k)
 	default:
-		return an.start + gpuarena.DevicePtr(an.bytes/2), "middle of " + an.name
+		return an.start + device.DevicePtr(an.bytes/2), "middle of " + an.name
 	}
 }
 
 // nextLen reads a length for a range at ptr in an: 0, small, to the
 // anchor's end, one past it, negative, a raw int64, up to 64 KiB, MaxInt64.
-func nextLen(r *fuzzBytes, an anchor, ptr gpuarena.DevicePtr) int64 {
-	toEnd := int64(an.start + gpuarena.DevicePtr(an.bytes) - ptr)
+func nextLen(r *fuzzBytes, an anchor, ptr device.DevicePtr) int64 {
+	toEnd := int64(an.start + device.DevicePtr(an.bytes) - ptr)
 	switch r.u8() % 8 {
 	case 0:
 		return 0
@@ -735,14 +736,14 @@ func nextLen(r *fuzzBytes, an anchor, ptr gpuarena.DevicePtr) int64 {
 }
 
 // runTouches runs the forward steps of touches on the built arena a.
-func runTouches(t *testing.T, m *gpuarena.Manager, gate *gateBackend, a *gpuarena.Arena, touches []byte) {
+func runTouches(t *testing.T, m *gpuarena.Manager, gate *gateBackend, a *device.Arena, touches []byte) {
 	t.Helper()
 	r := fuzzBytes(touches)
 	am := newArenaMap(a)
 	steps := 1 + int(r.u8())%maxSteps
 	for step := range steps {
 		calls := int(r.u8()) % (maxCalls + 1)
-		_, err := m.Forward(context.Background(), func(a *gpuarena.Arena, dev gpuarena.Device) error {
+		_, err := m.Forward(context.Background(), func(a *device.Arena, dev device.Device) error {
 			if step == 0 {
 				if err := normUnitZero(a, dev); err != nil {
 					return err
@@ -764,7 +765,7 @@ func runTouches(t *testing.T, m *gpuarena.Manager, gate *gateBackend, a *gpuaren
 
 // normUnitZero checks that norm_unit_w reads as zeros (its first 4 KiB) in
 // the first step: BuildArena zero-fills it.
-func normUnitZero(a *gpuarena.Arena, dev gpuarena.Device) error {
+func normUnitZero(a *device.Arena, dev device.Device) error {
 	n := min(a.Bytes(arena.NormUnitW), 4096)
 	if n == 0 {
 		return nil
@@ -782,12 +783,12 @@ func normUnitZero(a *gpuarena.Arena, dev gpuarena.Device) error {
 // touch makes the next Device call of r and checks it against am: success
 // or the sentinel the range calls for, whether it reached the backend, and
 // the bytes read back after a write.
-func touch(r *fuzzBytes, a *gpuarena.Arena, am arenaMap, dev gpuarena.Device, gate *gateBackend) error {
+func touch(r *fuzzBytes, a *device.Arena, am arenaMap, dev device.Device, gate *gateBackend) error {
 	op := r.u8() % numTouchOps
 	dstAn := nextAnchor(r, a)
 	dst, dstAt := nextPtr(r, dstAn)
 	n := nextLen(r, dstAn, dst)
-	var src gpuarena.DevicePtr
+	var src device.DevicePtr
 	var srcAt string
 	if op == touchDtoD {
 		srcAn := nextAnchor(r, a)
@@ -803,7 +804,7 @@ func touch(r *fuzzBytes, a *gpuarena.Arena, am arenaMap, dev gpuarena.Device, ga
 		// two do not overlap (the driver's result would be undefined).
 		if srcWhere, srcWant := am.expect(src, n); srcWant != nil {
 			where, want = "source at "+srcWhere, srcWant
-		} else if want == nil && src < dst+gpuarena.DevicePtr(n) && dst < src+gpuarena.DevicePtr(n) {
+		} else if want == nil && src < dst+device.DevicePtr(n) && dst < src+device.DevicePtr(n) {
 			where, want = where+"; the ranges overlap", gpuarena.ErrInvalidValue
 		}
 	}

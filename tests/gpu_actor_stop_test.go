@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -90,7 +91,7 @@ func TestManagerAfterGPUActorPanic(t *testing.T) {
 	if !errors.Is(m.Err(), gpuarena.ErrActorPanic) {
 		t.Fatalf("Err() = %v, want ErrActorPanic", m.Err())
 	}
-	if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); !errors.Is(err, gpuarena.ErrClosed) || !errors.Is(err, gpuarena.ErrActorPanic) {
+	if _, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); !errors.Is(err, gpuarena.ErrClosed) || !errors.Is(err, gpuarena.ErrActorPanic) {
 		t.Fatalf("forward: %v, want ErrClosed and ErrActorPanic", err)
 	}
 	err = m.Close()

@@ -9,7 +9,8 @@ import (
 
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // The reference models of the model-based test: plain maps and counters that
@@ -25,20 +26,20 @@ type shadow struct {
 // frees for its owner, so the model is exact whatever the other clients do.
 type ownerModel struct {
 	owner string
-	live  map[messages.DevicePtr]*shadow
-	freed []messages.DevicePtr // pointers this owner freed (a second free is a double free)
+	live  map[device.DevicePtr]*shadow
+	freed []device.DevicePtr // pointers this owner freed (a second free is a double free)
 }
 
 func newOwnerModel(owner string) *ownerModel {
-	return &ownerModel{owner: owner, live: map[messages.DevicePtr]*shadow{}}
+	return &ownerModel{owner: owner, live: map[device.DevicePtr]*shadow{}}
 }
 
 // ptrs are the live pointers, sorted, so a seeded choice is reproducible.
-func (m *ownerModel) ptrs() []messages.DevicePtr { return slices.Sorted(maps.Keys(m.live)) }
+func (m *ownerModel) ptrs() []device.DevicePtr { return slices.Sorted(maps.Keys(m.live)) }
 
 // stale are pointers this owner freed that it does not hold again.
-func (m *ownerModel) stale() []messages.DevicePtr {
-	var out []messages.DevicePtr
+func (m *ownerModel) stale() []device.DevicePtr {
+	var out []device.DevicePtr
 	for _, p := range m.freed {
 		if _, ok := m.live[p]; !ok {
 			out = append(out, p)
@@ -48,7 +49,7 @@ func (m *ownerModel) stale() []messages.DevicePtr {
 }
 
 // checkOwned compares the ledger's entries for the owner with the model.
-func (m *ownerModel) checkOwned(l messages.Ledger) error {
+func (m *ownerModel) checkOwned(l device.Ledger) error {
 	seen := 0
 	for _, e := range l.Entries {
 		if e.Owner != m.owner {
@@ -94,8 +95,8 @@ const (
 // arenaModel is the arena, its slab and its carves as the model sees them.
 type arenaModel struct {
 	state  arenaState
-	layout messages.Layout
-	arena  *messages.Arena
+	layout device.Layout
+	arena  *device.Arena
 	used   int64 // bytes carved from slab "w"
 	carves []messages.PoolView
 	hidden []byte // hidden_states' contents
@@ -146,24 +147,24 @@ func (m *arenaModel) release() (int, int64) {
 		return 0, 0
 	}
 	slab := m.arena.Slabs[0].Bytes
-	if m.layout == messages.LayoutPooled {
+	if m.layout == device.LayoutPooled {
 		return 2, m.arena.PoolBytes + slab
 	}
 	return 4, m.arena.Plan.BufferBytes + slab
 }
 
 // checkLedger compares the ledger's arena and slab entries with the model.
-func (m *arenaModel) checkLedger(l messages.Ledger) error {
+func (m *arenaModel) checkLedger(l device.Ledger) error {
 	var got, want []string
 	for _, e := range l.Entries {
-		if e.Owner == messages.ArenaOwner || e.Owner == messages.SlabOwner("w") {
+		if e.Owner == device.ArenaOwner || e.Owner == device.SlabOwner("w") {
 			got = append(got, fmt.Sprintf("%s %s %#x %d", e.Owner, e.Label, uint64(e.Ptr), e.Bytes))
 		}
 	}
 	if m.state == builtArena {
 		a := m.arena
-		if m.layout == messages.LayoutPooled {
-			want = append(want, fmt.Sprintf("arena %s %#x %d", messages.PoolLabel, uint64(a.Pool), a.PoolBytes))
+		if m.layout == device.LayoutPooled {
+			want = append(want, fmt.Sprintf("arena %s %#x %d", device.PoolLabel, uint64(a.Pool), a.PoolBytes))
 		}
 		for _, id := range arena.BufferIDs() {
 			if a.Ptr(id) != 0 {

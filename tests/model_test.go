@@ -10,8 +10,9 @@ import (
 
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // The model-based test: several goroutines send random sequences of
@@ -68,7 +69,7 @@ func runModel(t *testing.T, seed int64, clients, steps int) {
 	// Every client's allocations are its own to free; with them freed and
 	// the arena released, nothing is left.
 	for i := 1; i < clients; i++ {
-		if _, err := w.FreeOwner(context.Background(), fmt.Sprint("c", i)); err != nil {
+		if _, _, err := w.FreeOwner(context.Background(), fmt.Sprint("c", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +83,7 @@ func runModel(t *testing.T, seed int64, clients, steps int) {
 
 // checkShared is the check on the whole ledger any client can make: its
 // total equals the device's bytes in use, in the same snapshot.
-func checkShared(l messages.Ledger) error {
+func checkShared(l device.Ledger) error {
 	if l.Counters.CurrentBytes != l.BackendBytesInUse {
 		return fmt.Errorf("the ledger holds %d B, the device %d B", l.Counters.CurrentBytes, l.BackendBytesInUse)
 	}
@@ -95,7 +96,7 @@ func allocClient(w *gpuworker.Worker, m *ownerModel, rng *rand.Rand, steps int) 
 	for step := range steps {
 		op, err := allocStep(ctx, w, m, rng)
 		if err == nil {
-			var l messages.Ledger
+			var l device.Ledger
 			if l, err = w.Ledger(ctx); err == nil {
 				if err = checkShared(l); err == nil {
 					err = m.checkOwned(l)
@@ -110,7 +111,7 @@ func allocClient(w *gpuworker.Worker, m *ownerModel, rng *rand.Rand, steps int) 
 }
 
 // pick returns a random element of ps, and false when ps is empty.
-func pick(rng *rand.Rand, ps []messages.DevicePtr) (messages.DevicePtr, bool) {
+func pick(rng *rand.Rand, ps []device.DevicePtr) (device.DevicePtr, bool) {
 	if len(ps) == 0 {
 		return 0, false
 	}
@@ -171,7 +172,7 @@ func allocStep(ctx context.Context, w *gpuworker.Worker, m *ownerModel, rng *ran
 		off := rng.Int64N(int64(len(sh.data)))
 		n := rng.Int64N(int64(len(sh.data)) - off + 1)
 		v := byte(rng.IntN(256))
-		if err := wantErr("memset", w.Memset(ctx, p+messages.DevicePtr(off), v, n)); err != nil {
+		if err := wantErr("memset", w.Memset(ctx, p+device.DevicePtr(off), v, n)); err != nil {
 			return "memset", err
 		}
 		for i := off; i < off+n; i++ {
@@ -181,7 +182,7 @@ func allocStep(ctx context.Context, w *gpuworker.Worker, m *ownerModel, rng *ran
 	case op == 11:
 		sh := m.live[p]
 		off := rng.Int64N(int64(len(sh.data)))
-		err := w.Memset(ctx, p+messages.DevicePtr(off), 1, int64(len(sh.data))-off+1+rng.Int64N(64))
+		err := w.Memset(ctx, p+device.DevicePtr(off), 1, int64(len(sh.data))-off+1+rng.Int64N(64))
 		return "memset past the end", wantErr("memset", err, gpuworker.ErrOutOfRange)
 	case op == 12:
 		sh := m.live[p]
@@ -190,7 +191,7 @@ func allocStep(ctx context.Context, w *gpuworker.Worker, m *ownerModel, rng *ran
 		for i := range src {
 			src[i] = byte(rng.IntN(256))
 		}
-		if err := wantErr("copy host→device", w.CopyHtoD(ctx, p+messages.DevicePtr(off), src)); err != nil {
+		if err := wantErr("copy host→device", w.CopyHtoD(ctx, p+device.DevicePtr(off), src)); err != nil {
 			return "copy host→device", err
 		}
 		copy(sh.data[off:], src)
@@ -225,12 +226,12 @@ func allocStep(ctx context.Context, w *gpuworker.Worker, m *ownerModel, rng *ran
 		}
 		copy(dst.data[:n], src.data[:n])
 		if rng.IntN(8) == 0 {
-			r, err := w.FreeOwner(ctx, m.owner)
+			freed, _, err := w.FreeOwner(ctx, m.owner)
 			if err := wantErr("free owner", err); err != nil {
 				return "free owner", err
 			}
-			if r.Freed != len(m.live) {
-				return "free owner", fmt.Errorf("freed %d allocations, the model holds %d", r.Freed, len(m.live))
+			if freed != len(m.live) {
+				return "free owner", fmt.Errorf("freed %d allocations, the model holds %d", freed, len(m.live))
 			}
 			for ptr := range m.live {
 				m.freed = append(m.freed, ptr)
@@ -249,7 +250,7 @@ func arenaClient(w *gpuworker.Worker, s *actors.Supervisors, rng *rand.Rand, ste
 		// Release ends the arena's life: only in the last quarter of the run.
 		op, err := arenaStep(ctx, s, m, rng, step >= steps*3/4)
 		if err == nil {
-			var l messages.Ledger
+			var l device.Ledger
 			if l, err = w.Ledger(ctx); err == nil {
 				if err = checkShared(l); err == nil {
 					err = m.checkLedger(l)
@@ -267,7 +268,7 @@ func arenaClient(w *gpuworker.Worker, s *actors.Supervisors, rng *rand.Rand, ste
 func arenaStep(ctx context.Context, s *actors.Supervisors, m *arenaModel, rng *rand.Rand, mayRelease bool) (string, error) {
 	switch op := rng.IntN(32); {
 	case op < 4:
-		layout := []messages.Layout{messages.LayoutPooled, messages.LayoutDiscrete}[rng.IntN(2)]
+		layout := []device.Layout{device.LayoutPooled, device.LayoutDiscrete}[rng.IntN(2)]
 		a, err := s.BuildArena(ctx, smallPlan(), layout)
 		want := m.buildErr()
 		if err := wantErr("build", err, want...); err != nil || want != nil {
@@ -282,9 +283,9 @@ func arenaStep(ctx context.Context, s *actors.Supervisors, m *arenaModel, rng *r
 			data[i] = byte(rng.IntN(256))
 		}
 		var got []byte
-		_, err := s.Forward(ctx, func(a *messages.Arena, dev messages.Device) error {
+		_, err := s.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 			p := a.Ptr(arena.HiddenStates)
-			if err := dev.CopyHtoD(p+messages.DevicePtr(off), data); err != nil {
+			if err := dev.CopyHtoD(p+device.DevicePtr(off), data); err != nil {
 				return err
 			}
 			got = make([]byte, a.Bytes(arena.HiddenStates))
@@ -297,7 +298,7 @@ func arenaStep(ctx context.Context, s *actors.Supervisors, m *arenaModel, rng *r
 		copy(m.hidden[off:], data)
 		return "forward", m.checkHidden(got)
 	case op < 18:
-		_, err := s.Forward(ctx, func(a *messages.Arena, dev messages.Device) error {
+		_, err := s.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 			return dev.Memset(a.Ptr(arena.HiddenStates)+1, 0, a.Bytes(arena.HiddenStates))
 		})
 		want := m.forwardErr()
@@ -312,12 +313,12 @@ func arenaStep(ctx context.Context, s *actors.Supervisors, m *arenaModel, rng *r
 			name = "nope"
 		}
 		off, want := m.carve(name, n)
-		r, err := s.CarveSlab(ctx, name, n, 0)
+		ptr, got, err := s.CarveSlab(ctx, name, n, 0)
 		if err := wantErr("carve", err, want...); err != nil || want != nil {
 			return "carve", err
 		}
-		if r.Offset != off || r.Ptr != m.arena.Slabs[0].Ptr+messages.DevicePtr(off) {
-			return "carve", fmt.Errorf("carve of %d B at offset %d, want %d", n, r.Offset, off)
+		if got != off || ptr != m.arena.Slabs[0].Ptr+device.DevicePtr(off) {
+			return "carve", fmt.Errorf("carve of %d B at offset %d, want %d", n, got, off)
 		}
 		m.used = off + n
 		m.carves = append(m.carves, messages.PoolView{Label: fmt.Sprintf("w carve@%d", off), Offset: off, Bytes: n})

@@ -7,13 +7,14 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
 // The Arena a caller gets is a copy: a caller or a step that writes into it
 // (against its doc) cannot make Release miss an allocation.
 func TestReleaseIgnoresChangesToTheSharedArena(t *testing.T) {
-	for _, layout := range []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete} {
+	for _, layout := range []device.Layout{device.LayoutPooled, device.LayoutDiscrete} {
 		t.Run(string(layout), func(t *testing.T) {
 			sim := newSim(t, gpuworker.HostSimConfig{})
 			m := simManager(t, sim, gpuarena.WithArenaLayout(layout))
@@ -27,7 +28,7 @@ func TestReleaseIgnoresChangesToTheSharedArena(t *testing.T) {
 			a.Ptrs[arena.HiddenStates] = a.Ptrs[arena.NormUnitW]
 			a.Pool = 0
 			a.Slabs = nil
-			if _, err := m.Forward(ctx, func(sa *gpuarena.Arena, _ gpuarena.Device) error {
+			if _, err := m.Forward(ctx, func(sa *device.Arena, _ device.Device) error {
 				if sa != a {
 					t.Error("the step got another Arena than the caller")
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/actors"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/testkit"
 )
@@ -62,13 +63,13 @@ func simWorker(t testing.TB, dev gpuworker.Backend) *gpuworker.Worker {
 
 // ledgerer is what reads a ledger: a worker or a manager.
 type ledgerer interface {
-	Ledger(context.Context) (gpuarena.Ledger, error)
+	Ledger(context.Context) (device.Ledger, error)
 }
 
 // agrees fails the test unless the ledger, the backend's own report in the
 // snapshot, and the simulated device hold the same bytes, and returns the
 // snapshot.
-func agrees(t testing.TB, l ledgerer, sim *gpuworker.HostSim) gpuarena.Ledger {
+func agrees(t testing.TB, l ledgerer, sim *gpuworker.HostSim) device.Ledger {
 	t.Helper()
 	led, err := l.Ledger(context.Background())
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuarena/gpuarena/bench"
+	"github.com/gpuarena/gpuarena/internal/bench"
 )
 
 const benchLong = `Bench measures, on one device and in one run, how fast gpuarena reaches the

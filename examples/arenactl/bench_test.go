@@ -12,7 +12,7 @@ import (
 
 	xtrace "golang.org/x/exp/trace"
 
-	"github.com/gpuarena/gpuarena/bench"
+	"github.com/gpuarena/gpuarena/internal/bench"
 )
 
 // benchArgs run every suite with tiny counts: these tests check the output's

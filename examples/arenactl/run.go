@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -71,7 +72,7 @@ func newRunCmd(a *app) *cobra.Command {
 	c.backend.register(fs, true)
 	addUtilizationFlag(fs, &c.utilization)
 	fs.IntVar(&c.steps, "steps", 100, "forward steps to run")
-	fs.StringVar(&c.layout, "layout", string(gpuarena.LayoutPooled),
+	fs.StringVar(&c.layout, "layout", string(device.LayoutPooled),
 		"arena layout: pooled (one allocation, buffers at 256-byte-aligned offsets) or discrete (one allocation per buffer)")
 	fs.IntVar(&c.clients, "clients", 8, "goroutines submitting the steps (the steps are divided among them)")
 	fs.StringVar(&c.ledgerOut, "ledger-out", "", "write the ledger snapshot taken after the build (every allocation: label, owner, bytes, pointer, age; and the counters) to this file as JSON")
@@ -88,9 +89,9 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	if c.clients < 1 {
 		return fmt.Errorf("--clients %d: must be at least 1", c.clients)
 	}
-	layout := gpuarena.Layout(c.layout)
-	if layout != gpuarena.LayoutPooled && layout != gpuarena.LayoutDiscrete {
-		return fmt.Errorf("--layout %q: want %s or %s", c.layout, gpuarena.LayoutPooled, gpuarena.LayoutDiscrete)
+	layout := device.Layout(c.layout)
+	if layout != device.LayoutPooled && layout != device.LayoutDiscrete {
+		return fmt.Errorf("--layout %q: want %s or %s", c.layout, device.LayoutPooled, device.LayoutDiscrete)
 	}
 	bc, err := c.backend.config(c.backend.ordinal, cmd.Flags().Changed)
 	if err != nil {
@@ -209,7 +210,7 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 // from arena alone: the pool's size (arena.NewPoolLayout, with its alignment
 // padding) or the buffers' sum, plus the slabs.
 func (c *runCmd) expectedBytes(plan *arena.Plan) (int64, error) {
-	if gpuarena.Layout(c.layout) == gpuarena.LayoutDiscrete {
+	if device.Layout(c.layout) == device.LayoutDiscrete {
 		return plan.BufferBytes + plan.SlabBytes, nil
 	}
 	pool, err := arena.NewPoolLayout(plan)

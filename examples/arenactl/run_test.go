@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // runKeys are the keys run --json prints first, in this order.
@@ -145,7 +145,7 @@ func TestRunLedgerOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var l gpuarena.Ledger
+	var l device.Ledger
 	if err := json.Unmarshal(data, &l); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // carveSizes are the carves "arenactl run" makes from each slab, in bytes
@@ -31,7 +32,7 @@ type carveJSON struct {
 // failed check is a *checkError.
 func carveSlabs(ctx context.Context, m *gpuarena.Manager, plan *arena.Plan) ([]carveJSON, error) {
 	var carves []carveJSON
-	var ptrs []gpuarena.DevicePtr
+	var ptrs []device.DevicePtr
 	for _, s := range plan.Slabs {
 		end := int64(0)
 		for _, size := range carveSizes {
@@ -55,7 +56,7 @@ func carveSlabs(ctx context.Context, m *gpuarena.Manager, plan *arena.Plan) ([]c
 	if len(ptrs) == 0 {
 		return carves, nil
 	}
-	_, err := m.Forward(ctx, func(_ *gpuarena.Arena, dev gpuarena.Device) error {
+	_, err := m.Forward(ctx, func(_ *device.Arena, dev device.Device) error {
 		for i, ptr := range ptrs {
 			n := min(int64(carveProbe), carves[i].Bytes)
 			want := make([]byte, n)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -214,7 +215,7 @@ func (s *soak) runCycle(ctx context.Context, n int, d time.Duration, rep *soakRe
 	if err != nil {
 		return err
 	}
-	layout := []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete}[n%2]
+	layout := []device.Layout{device.LayoutPooled, device.LayoutDiscrete}[n%2]
 	m, err := gpuarena.New(gpuarena.WithBackendFactory(factory), gpuarena.WithGPUMemoryUtilization(s.utilization),
 		gpuarena.WithArenaLayout(layout), gpuarena.WithLogger(s.logger))
 	if err != nil {

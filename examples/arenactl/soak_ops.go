@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -53,7 +54,7 @@ var soakExpected = map[soakOp][]error{
 // soakClient is one goroutine of a soak cycle.
 type soakClient struct {
 	m      *gpuarena.Manager
-	a      *gpuarena.Arena
+	a      *device.Arena
 	rep    *soakReport
 	rng    *rand.Rand
 	id     int
@@ -62,7 +63,7 @@ type soakClient struct {
 	back   []byte
 }
 
-func newSoakClient(m *gpuarena.Manager, a *gpuarena.Arena, rep *soakReport, cycle, id int) *soakClient {
+func newSoakClient(m *gpuarena.Manager, a *device.Arena, rep *soakReport, cycle, id int) *soakClient {
 	return &soakClient{m: m, a: a, rep: rep, rng: newRand(cycle, id), id: id, cycle: cycle,
 		window: make([]byte, soakWindow), back: make([]byte, soakWindow)}
 }
@@ -113,7 +114,7 @@ func (c *soakClient) do(op soakOp) error {
 	case opForward:
 		return c.forward(ctx)
 	case opOutOfRange:
-		_, err := c.m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+		_, err := c.m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 			return dev.Memset(a.Ptr(arena.HiddenStates)+1, 0, a.Bytes(arena.HiddenStates))
 		})
 		return err
@@ -147,7 +148,7 @@ func (c *soakClient) do(op soakOp) error {
 	case opCancelled:
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		_, err := c.m.Forward(cctx, func(*gpuarena.Arena, gpuarena.Device) error {
+		_, err := c.m.Forward(cctx, func(*device.Arena, device.Device) error {
 			c.rep.broke(fmt.Sprintf("cycle %d: %v", c.cycle, errStepRan))
 			return nil
 		})
@@ -155,7 +156,7 @@ func (c *soakClient) do(op soakOp) error {
 	case opTimedOut:
 		tctx, cancel := context.WithTimeout(ctx, time.Duration(c.rng.IntN(200))*time.Microsecond)
 		defer cancel()
-		_, err := c.m.Forward(tctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil })
+		_, err := c.m.Forward(tctx, func(*device.Arena, device.Device) error { return nil })
 		return err
 	default:
 		_, err := c.m.BuildArena(ctx, c.a.Plan)
@@ -172,8 +173,8 @@ func (c *soakClient) forward(ctx context.Context) error {
 	for i := range c.window[:n] {
 		c.window[i] = seed + byte(i)
 	}
-	_, err := c.m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
-		p := a.Ptr(arena.HiddenStates) + gpuarena.DevicePtr(off)
+	_, err := c.m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
+		p := a.Ptr(arena.HiddenStates) + device.DevicePtr(off)
 		if err := dev.CopyHtoD(p, c.window[:n]); err != nil {
 			return err
 		}

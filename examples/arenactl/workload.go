@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 const (
@@ -45,14 +46,14 @@ func seedByte(off int64) byte {
 // tracks how many steps run at once: with one forward at a time, never more
 // than one.
 type workload struct {
-	a                   *gpuarena.Arena
+	a                   *device.Arena
 	tokens              int64 // token_ids elements (u32)
 	hiddenBytes         int64 // hidden_states and residual bytes
 	inFlight, maxAtOnce atomic.Int64
 }
 
 // newWorkload checks that the arena has the buffers a step uses.
-func newWorkload(a *gpuarena.Arena) (*workload, error) {
+func newWorkload(a *device.Arena) (*workload, error) {
 	for _, id := range []arena.BufferID{arena.TokenIDs, arena.HiddenStates, arena.Residual} {
 		if a.Ptr(id) == 0 {
 			return nil, fmt.Errorf("run: the plan has no %s buffer (%s)", id, a.Plan.Buffers[id].Absent)
@@ -67,7 +68,7 @@ func newWorkload(a *gpuarena.Arena) (*workload, error) {
 // seed writes the known pattern into all of hidden_states, in one forward
 // step that is not counted as one of the run's steps.
 func (w *workload) seed(ctx context.Context, m *gpuarena.Manager) error {
-	_, err := m.Forward(ctx, func(a *gpuarena.Arena, dev gpuarena.Device) error {
+	_, err := m.Forward(ctx, func(a *device.Arena, dev device.Device) error {
 		buf := make([]byte, min(seedChunk, w.hiddenBytes))
 		base := a.Ptr(arena.HiddenStates)
 		for off := int64(0); off < w.hiddenBytes; off += int64(len(buf)) {
@@ -75,7 +76,7 @@ func (w *workload) seed(ctx context.Context, m *gpuarena.Manager) error {
 			for i := range chunk {
 				chunk[i] = seedByte(off + int64(i))
 			}
-			if err := dev.CopyHtoD(base+gpuarena.DevicePtr(off), chunk); err != nil {
+			if err := dev.CopyHtoD(base+device.DevicePtr(off), chunk); err != nil {
 				return fmt.Errorf("seed hidden_states: %w", err)
 			}
 		}
@@ -92,8 +93,8 @@ type clientBufs struct {
 
 // step returns forward step number s: write token ids, copy hidden_states to
 // residual, read both back and compare.
-func (w *workload) step(s int64, b *clientBufs) func(*gpuarena.Arena, gpuarena.Device) error {
-	return func(a *gpuarena.Arena, dev gpuarena.Device) error {
+func (w *workload) step(s int64, b *clientBufs) func(*device.Arena, device.Device) error {
+	return func(a *device.Arena, dev device.Device) error {
 		n := w.inFlight.Add(1)
 		defer w.inFlight.Add(-1)
 		for m := w.maxAtOnce.Load(); n > m && !w.maxAtOnce.CompareAndSwap(m, n); m = w.maxAtOnce.Load() {
@@ -110,7 +111,7 @@ func (w *workload) step(s int64, b *clientBufs) func(*gpuarena.Arena, gpuarena.D
 		hs, res := a.Ptr(arena.HiddenStates), a.Ptr(arena.Residual)
 		win := min(int64(checkWindow), w.hiddenBytes)
 		off := (s * 65537) % (w.hiddenBytes - win + 1)
-		if err := dev.Memset(res+gpuarena.DevicePtr(off), poison, win); err != nil {
+		if err := dev.Memset(res+device.DevicePtr(off), poison, win); err != nil {
 			return fmt.Errorf("step %d: poison residual: %w", s, err)
 		}
 		if err := dev.CopyDtoD(res, hs, w.hiddenBytes); err != nil {
@@ -125,7 +126,7 @@ func (w *workload) step(s int64, b *clientBufs) func(*gpuarena.Arena, gpuarena.D
 				binary.LittleEndian.Uint32(b.tokens[i/4*4:]), binary.LittleEndian.Uint32(b.tokensBack[i/4*4:]))
 		}
 		back := b.residualBack[:win]
-		if err := dev.CopyDtoH(back, res+gpuarena.DevicePtr(off)); err != nil {
+		if err := dev.CopyDtoH(back, res+device.DevicePtr(off)); err != nil {
 			return fmt.Errorf("step %d: read residual: %w", s, err)
 		}
 		for i, got := range back {

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // fakeDevice is host memory posing as a device: pointer p is byte p−base of
@@ -19,19 +19,19 @@ type fakeDevice struct {
 
 const fakeBase = 0x1000
 
-func (d *fakeDevice) span(p gpuarena.DevicePtr, n int64) []byte {
+func (d *fakeDevice) span(p device.DevicePtr, n int64) []byte {
 	off := int64(p) - fakeBase
 	return d.mem[off : off+n]
 }
 
-func (d *fakeDevice) Memset(p gpuarena.DevicePtr, v byte, n int64) error {
+func (d *fakeDevice) Memset(p device.DevicePtr, v byte, n int64) error {
 	for i := range d.span(p, n) {
 		d.span(p, n)[i] = v
 	}
 	return nil
 }
 
-func (d *fakeDevice) CopyHtoD(dst gpuarena.DevicePtr, src []byte) error {
+func (d *fakeDevice) CopyHtoD(dst device.DevicePtr, src []byte) error {
 	if d.onHtoD != nil {
 		d.onHtoD()
 	}
@@ -39,12 +39,12 @@ func (d *fakeDevice) CopyHtoD(dst gpuarena.DevicePtr, src []byte) error {
 	return nil
 }
 
-func (d *fakeDevice) CopyDtoH(dst []byte, src gpuarena.DevicePtr) error {
+func (d *fakeDevice) CopyDtoH(dst []byte, src device.DevicePtr) error {
 	copy(dst, d.span(src, int64(len(dst))))
 	return nil
 }
 
-func (d *fakeDevice) CopyDtoD(dst, src gpuarena.DevicePtr, n int64) error {
+func (d *fakeDevice) CopyDtoD(dst, src device.DevicePtr, n int64) error {
 	if !d.dropCopies {
 		copy(d.span(dst, n), d.span(src, n))
 	}
@@ -53,13 +53,13 @@ func (d *fakeDevice) CopyDtoD(dst, src gpuarena.DevicePtr, n int64) error {
 
 // fakeArena lays token_ids (64 tokens) and hidden_states and residual
 // (128 KiB each) out in a fakeDevice, hidden_states seeded with seedByte.
-func fakeArena() (*gpuarena.Arena, *fakeDevice) {
+func fakeArena() (*device.Arena, *fakeDevice) {
 	sizes := map[arena.BufferID]int64{arena.TokenIDs: 256, arena.HiddenStates: 128 << 10, arena.Residual: 128 << 10}
-	a := &gpuarena.Arena{Plan: &arena.Plan{}}
+	a := &device.Arena{Plan: &arena.Plan{}}
 	next := int64(0)
 	for _, id := range []arena.BufferID{arena.TokenIDs, arena.HiddenStates, arena.Residual} {
 		a.Plan.Buffers[id] = arena.Buffer{ID: id, Bytes: sizes[id]}
-		a.Ptrs[id] = gpuarena.DevicePtr(fakeBase + next)
+		a.Ptrs[id] = device.DevicePtr(fakeBase + next)
 		next += sizes[id]
 	}
 	dev := &fakeDevice{mem: make([]byte, next)}

@@ -1,4 +1,4 @@
-package messages
+package device
 
 // DevicePtr is a device address (a CUdeviceptr on the cuda backend, an
 // address in a private host mapping on hostsim). Zero is NULL: the pointer of
@@ -8,11 +8,12 @@ type DevicePtr uint64
 // Device is the handle a forward step gets to the device for the duration of
 // the step. Its methods run on the GPU actor's thread and may only be called
 // from inside the step function; every range is checked against the ledger
-// (the whole range must lie inside one live allocation) before it reaches the
-// backend. Errors: gpuworker.ErrOutOfRange, gpuworker.ErrNotAllocated,
-// gpuworker.ErrNotGPUThread (called from a goroutine other than the step's),
-// gpuworker.ErrStepOver (called after the step returned), and whatever the
-// backend returns.
+// (the whole range must lie inside one live allocation, and a range that
+// starts in an arena buffer must end in it) before it reaches the backend.
+// Sizes are in bytes. Errors: gpuworker.ErrOutOfRange,
+// gpuworker.ErrNotAllocated, gpuworker.ErrNotGPUThread (called from a
+// goroutine other than the step's), gpuworker.ErrStepOver (called after the
+// step returned), and whatever the backend returns.
 type Device interface {
 	// Memset sets bytes bytes at ptr to value (cuMemsetD8).
 	Memset(ptr DevicePtr, value byte, bytes int64) error

@@ -2,7 +2,8 @@
 // against its peers, on the same machine and in the same run. It is the one
 // measurement harness behind both the `go test -bench` benchmarks (in the
 // packages they measure) and `arenactl bench` (which runs on a machine
-// without Go, such as the GPU host).
+// without Go, such as the GPU host). It is internal: only gpuarena's own
+// benchmarks and arenactl import it.
 //
 // The subjects of the dispatch and contention suites (Target) are four ways
 // of reaching the one OS thread that owns the device, and an experiment:

@@ -3,6 +3,8 @@ package messages
 import (
 	"context"
 	"time"
+
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // The requests below are answered by the GPU actor (package gpuworker). Each
@@ -23,7 +25,7 @@ type Alloc struct {
 // wrapped in a *gpuworker.OutOfMemoryError, gpuworker.ErrInvalidValue for a
 // size ≤ 0, or the context's error when it was done before the work started).
 type AllocReply struct {
-	Ptr DevicePtr
+	Ptr device.DevicePtr
 	Err error
 }
 
@@ -66,7 +68,7 @@ type AllocBatch struct {
 	Ctx   context.Context
 	Owner string
 	Items []AllocItem
-	Tag   func(ptrs []DevicePtr) any
+	Tag   func(ptrs []device.DevicePtr) any
 	Reply chan<- AllocBatchReply
 }
 
@@ -77,7 +79,7 @@ type AllocBatch struct {
 // backend's error, gpuworker.ErrTagPanic, or the context's error when it was
 // done before the work started.
 type AllocBatchReply struct {
-	Ptrs []DevicePtr
+	Ptrs []device.DevicePtr
 	Tag  any
 	Err  error
 }
@@ -97,7 +99,7 @@ type PoolView struct {
 type Free struct {
 	Ctx   context.Context
 	Owner string
-	Ptr   DevicePtr
+	Ptr   device.DevicePtr
 	Reply chan<- error
 }
 
@@ -107,7 +109,7 @@ type Free struct {
 type FreeBatch struct {
 	Ctx   context.Context
 	Owner string
-	Ptrs  []DevicePtr
+	Ptrs  []device.DevicePtr
 	Reply chan<- FreeBatchReply
 }
 
@@ -115,7 +117,7 @@ type FreeBatch struct {
 // still held (in their order in Ptrs; all of them when the request was not
 // started), Err the first error; both empty when every pointer was freed.
 type FreeBatchReply struct {
-	Failed []DevicePtr
+	Failed []device.DevicePtr
 	Err    error
 }
 
@@ -138,7 +140,7 @@ type FreeOwnerReply struct {
 // Memset sets Bytes bytes at Ptr to Value. Reply: the error.
 type Memset struct {
 	Ctx   context.Context
-	Ptr   DevicePtr
+	Ptr   device.DevicePtr
 	Value byte
 	Bytes int64
 	Reply chan<- error
@@ -147,7 +149,7 @@ type Memset struct {
 // CopyHtoD copies Src to device memory at Dst. Reply: the error.
 type CopyHtoD struct {
 	Ctx   context.Context
-	Dst   DevicePtr
+	Dst   device.DevicePtr
 	Src   []byte
 	Reply chan<- error
 }
@@ -155,7 +157,7 @@ type CopyHtoD struct {
 // CopyDtoH reads Bytes bytes of device memory at Src. Reply: CopyDtoHReply.
 type CopyDtoH struct {
 	Ctx   context.Context
-	Src   DevicePtr
+	Src   device.DevicePtr
 	Bytes int64
 	Reply chan<- CopyDtoHReply
 }
@@ -169,8 +171,8 @@ type CopyDtoHReply struct {
 // CopyDtoD copies Bytes bytes from Src to Dst on the device. Reply: the error.
 type CopyDtoD struct {
 	Ctx   context.Context
-	Dst   DevicePtr
-	Src   DevicePtr
+	Dst   device.DevicePtr
+	Src   device.DevicePtr
 	Bytes int64
 	Reply chan<- error
 }
@@ -194,7 +196,7 @@ type MemInfoReply struct {
 // time, so two forward steps never overlap. Reply: ForwardReply.
 type Forward struct {
 	Ctx   context.Context
-	Step  func(Device) error
+	Step  func(device.Device) error
 	Reply chan<- ForwardReply
 }
 
@@ -216,30 +218,13 @@ type Ping struct {
 
 // LedgerSnapshot asks for a copy of the ledger; it is answered even after a
 // backend panic, and carries no context (reading the ledger changes
-// nothing). Reply: Ledger.
+// nothing). Reply: device.Ledger.
 type LedgerSnapshot struct {
-	Reply chan<- Ledger
+	Reply chan<- device.Ledger
 }
 
 // Stats asks the GPU actor how it has run; like LedgerSnapshot it carries no
-// context. Reply: WorkerStats.
+// context. Reply: device.Stats.
 type Stats struct {
-	Reply chan<- WorkerStats
-}
-
-// WorkerStats answers Stats.
-type WorkerStats struct {
-	// ThreadIDs are the distinct thread ids (gpuworker.ThreadID: the OS
-	// thread id on Linux) that ran the GPU actor's messages: one, plus one
-	// for each takeover. They never ran at the same time: a thread takes
-	// over only once the one before it ended.
-	ThreadIDs []int
-	// Takeovers counts the fresh GPU threads that took over after
-	// runtime.Goexit ended the one before (a forward step calling t.FailNow,
-	// for example).
-	Takeovers int64
-	// Messages is the number of requests handled.
-	Messages uint64
-	// Backend names the backend ("hostsim", "cuda").
-	Backend string
+	Reply chan<- device.Stats
 }

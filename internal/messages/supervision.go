@@ -1,13 +1,17 @@
 package messages
 
-import "context"
+import (
+	"context"
+
+	"github.com/gpuarena/gpuarena/device"
+)
 
 // The requests below record, in the GPU actor's ledger, what the arena, slab
 // and release supervisors need to rebuild their state after a restart, beside
 // the built arena (the Tag of its AllocBatch): how far each slab has been
 // carved (AddView), and that the arena was released (RetireOwners). Neither
-// calls the backend. The owners "arena" (ArenaOwner) and "slab/<name>"
-// (SlabOwner) are reserved for the supervisors.
+// calls the backend. The owners "arena" (device.ArenaOwner) and
+// "slab/<name>" (device.SlabOwner) are reserved for the supervisors.
 
 // AddView records View as a view of the live allocation at Parent, held by
 // Owner: the slab supervisor records each carve this way, so the ledger
@@ -18,15 +22,16 @@ import "context"
 type AddView struct {
 	Ctx    context.Context
 	Owner  string
-	Parent DevicePtr
+	Parent device.DevicePtr
 	View   PoolView
 	Reply  chan<- error
 }
 
-// RetireOwners records Owners as retired in the ledger (Ledger.Retired): the
-// arena supervisor retires ArenaOwner when the arena is released, so a
-// restarted supervisor still refuses forward steps, carves and builds with
-// ErrReleased. It frees nothing. Reply: nil.
+// RetireOwners records Owners as retired in the ledger
+// (device.Ledger.Retired): the arena supervisor retires device.ArenaOwner
+// when the arena is released, so a restarted supervisor still refuses
+// forward steps, carves and builds with ErrReleased. It frees nothing.
+// Reply: nil.
 type RetireOwners struct {
 	Ctx    context.Context
 	Owners []string

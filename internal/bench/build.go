@@ -9,8 +9,8 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // DefaultBuildIdle is how long before a cycle's timed build the previous
@@ -112,7 +112,7 @@ func sum(d []time.Duration) time.Duration {
 type ActorBuild struct {
 	Factory gpuworker.BackendFactory
 	Plan    *arena.Plan
-	Layout  gpuarena.Layout
+	Layout  device.Layout
 	Spin    time.Duration
 }
 
@@ -157,7 +157,7 @@ func warmManager(ctx context.Context, m *gpuarena.Manager) (warmed time.Time, er
 		return time.Time{}, err
 	}
 	warmed = time.Now()
-	if _, err := m.Forward(ctx, func(*gpuarena.Arena, gpuarena.Device) error { return nil }); !errors.Is(err, gpuarena.ErrNoArena) {
+	if _, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil }); !errors.Is(err, gpuarena.ErrNoArena) {
 		return time.Time{}, fmt.Errorf("warm-up forward step: %v, want %v", err, gpuarena.ErrNoArena)
 	}
 	if _, _, err := m.CarveSlab(ctx, arena.SlabSSMRowwiseW, 1); err == nil {
@@ -177,7 +177,7 @@ func warmManager(ctx context.Context, m *gpuarena.Manager) (warmed time.Time, er
 // SetupIdle); then the calls are timed on that thread.
 type DirectBuild struct {
 	Plan   *arena.Plan
-	Layout gpuarena.Layout
+	Layout device.Layout
 	sizes  []int64     // the allocations, in order
 	zeros  []zeroRange // the zero-filled buffers, in BufferID order
 }
@@ -190,10 +190,10 @@ type zeroRange struct {
 }
 
 // NewDirectBuild lays plan out as BuildArena would with layout.
-func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, error) {
+func NewDirectBuild(plan *arena.Plan, layout device.Layout) (*DirectBuild, error) {
 	d := &DirectBuild{Plan: plan, Layout: layout}
 	switch layout {
-	case gpuarena.LayoutPooled:
+	case device.LayoutPooled:
 		pool, err := arena.NewPoolLayout(plan)
 		if err != nil {
 			return nil, err
@@ -204,7 +204,7 @@ func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, err
 				d.zeros = append(d.zeros, zeroRange{alloc: 0, offset: off, bytes: plan.Buffers[id].Bytes})
 			}
 		}
-	case gpuarena.LayoutDiscrete:
+	case device.LayoutDiscrete:
 		for _, id := range arena.BufferIDs() {
 			if b := plan.Buffers[id]; b.Present() {
 				if id.ZeroFill() {
@@ -214,7 +214,7 @@ func NewDirectBuild(plan *arena.Plan, layout gpuarena.Layout) (*DirectBuild, err
 			}
 		}
 	default:
-		return nil, fmt.Errorf("bench: layout %q: want %q or %q", layout, gpuarena.LayoutPooled, gpuarena.LayoutDiscrete)
+		return nil, fmt.Errorf("bench: layout %q: want %q or %q", layout, device.LayoutPooled, device.LayoutDiscrete)
 	}
 	for _, s := range plan.Slabs {
 		d.sizes = append(d.sizes, s.Bytes)
@@ -237,7 +237,7 @@ func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, clock *CycleClock,
 		opened := time.Now()
 		var driver driverClock
 		tb := driver.wrap(b)
-		ptrs := make([]messages.DevicePtr, 0, len(d.sizes))
+		ptrs := make([]device.DevicePtr, 0, len(d.sizes))
 		clock.idle(opened)
 		ctx := context.Background()
 		t0 := time.Now()
@@ -254,7 +254,7 @@ func (d *DirectBuild) Cycle(factory gpuworker.BackendFactory, clock *CycleClock,
 	})
 }
 
-func (d *DirectBuild) build(b gpuworker.Backend, ptrs *[]messages.DevicePtr) error {
+func (d *DirectBuild) build(b gpuworker.Backend, ptrs *[]device.DevicePtr) error {
 	for _, n := range d.sizes {
 		p, err := b.Alloc(n)
 		if err != nil {
@@ -263,7 +263,7 @@ func (d *DirectBuild) build(b gpuworker.Backend, ptrs *[]messages.DevicePtr) err
 		*ptrs = append(*ptrs, p)
 	}
 	for _, z := range d.zeros {
-		if err := b.Memset((*ptrs)[z.alloc]+messages.DevicePtr(z.offset), 0, z.bytes); err != nil {
+		if err := b.Memset((*ptrs)[z.alloc]+device.DevicePtr(z.offset), 0, z.bytes); err != nil {
 			return err
 		}
 	}
@@ -271,7 +271,7 @@ func (d *DirectBuild) build(b gpuworker.Backend, ptrs *[]messages.DevicePtr) err
 }
 
 // free frees ptrs newest first, keeping going after an error.
-func free(b gpuworker.Backend, ptrs []messages.DevicePtr) error {
+func free(b gpuworker.Backend, ptrs []device.DevicePtr) error {
 	var first error
 	for i := len(ptrs) - 1; i >= 0; i-- {
 		if err := b.Free(ptrs[i]); err != nil && first == nil {

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/messages"
 )
 
 // driverClock adds up the time spent inside a backend's Alloc, Free and
@@ -60,17 +60,17 @@ func (c timedCall) end() {
 	c.region.End()
 }
 
-func (t timedBackend) Alloc(bytes int64) (messages.DevicePtr, error) {
+func (t timedBackend) Alloc(bytes int64) (device.DevicePtr, error) {
 	defer t.call("driver alloc").end()
 	return t.Backend.Alloc(bytes)
 }
 
-func (t timedBackend) Free(ptr messages.DevicePtr) error {
+func (t timedBackend) Free(ptr device.DevicePtr) error {
 	defer t.call("driver free").end()
 	return t.Backend.Free(ptr)
 }
 
-func (t timedBackend) Memset(ptr messages.DevicePtr, value byte, bytes int64) error {
+func (t timedBackend) Memset(ptr device.DevicePtr, value byte, bytes int64) error {
 	defer t.call("driver memset").end()
 	return t.Backend.Memset(ptr, value, bytes)
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuarena/gpuarena/bench"
 	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/bench"
 )
 
 // These tests check structure only — counts, rows, that every measurement
@@ -120,7 +120,7 @@ func TestRun(t *testing.T) {
 	// simulated device has no idle state.
 	cfg.Budget, cfg.BuildOps, cfg.BuildIdle, cfg.SetupIdle = bench.Budget{Ops: 10}, bench.MinRatioCycles, 0, 0
 	cfg.Clients, cfg.Spins = []int{1, 3}, []time.Duration{0, 5 * time.Microsecond}
-	cfg.ConfigDir, cfg.Models, cfg.BatchTokens, cfg.CarveSizes = "../examples/configs", []string{"llama-3.1-8b"}, []int64{512}, []int64{4096}
+	cfg.ConfigDir, cfg.Models, cfg.BatchTokens, cfg.CarveSizes = "../../examples/configs", []string{"llama-3.1-8b"}, []int64{512}, []int64{4096}
 	var seen int
 	cfg.OnRow = func(bench.Row) { seen++ }
 	rep, err := bench.Run(context.Background(), cfg, bench.Suites...)
@@ -180,7 +180,7 @@ func TestRunRefusesBadConfig(t *testing.T) {
 // lists the models there are.
 func TestRunRefusesAnUnknownModelFirst(t *testing.T) {
 	cfg := bench.DefaultConfig()
-	cfg.ConfigDir, cfg.Models = "../examples/configs", []string{"llama-3.1-8B"}
+	cfg.ConfigDir, cfg.Models = "../../examples/configs", []string{"llama-3.1-8B"}
 	measured := 0
 	cfg.OnRow = func(bench.Row) { measured++ }
 	_, err := bench.Run(context.Background(), cfg, bench.SuiteDispatch, bench.SuiteBuild)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // Subjects of the build and carve suites.
@@ -15,7 +15,7 @@ const (
 )
 
 // Layouts are the arena layouts the build suite measures.
-var Layouts = []gpuarena.Layout{gpuarena.LayoutPooled, gpuarena.LayoutDiscrete}
+var Layouts = []device.Layout{device.LayoutPooled, device.LayoutDiscrete}
 
 // build measures, for each model, max_batch_tokens and layout, BuildOps
 // cycles of build and release through the actors and as direct driver calls
@@ -36,7 +36,7 @@ func (r *runner) build() error {
 	return nil
 }
 
-func (r *runner) buildOne(name string, plan *arena.Plan, layout gpuarena.Layout) error {
+func (r *runner) buildOne(name string, plan *arena.Plan, layout device.Layout) error {
 	a := ActorBuild{Factory: r.cfg.Backend.Factory(), Plan: plan, Layout: layout, Spin: r.cfg.ManagerSpin}
 	d, err := NewDirectBuild(plan, layout)
 	if err != nil {

@@ -1,5 +1,8 @@
 // Package messages holds every message that crosses an actor boundary in
-// gpuarena, and its reply.
+// gpuarena, and its reply: the requests the GPU actor (package gpuworker)
+// and the arena, slab and release supervisors (package actors) answer. It is
+// internal: an embedder meets the values these messages carry (package
+// device), never the messages.
 //
 // A request carries its own reply channel, buffered with room for exactly one
 // reply, so the actor that answers never blocks on a caller that has gone

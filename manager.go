@@ -24,6 +24,8 @@ type Manager struct {
 	sup    *actors.Supervisors
 	logger *slog.Logger
 	layout device.Layout
+	// utilization is gpu_memory_utilization, as New was given it.
+	utilization float64
 	// forwardHist observes every forward step that ran (see Collector).
 	forwardHist prometheus.Histogram
 
@@ -64,7 +66,7 @@ func New(opts ...Option) (*Manager, error) {
 		return nil, err
 	}
 	sup := actors.Spawn(system, worker, actors.WithLogger(cfg.logger))
-	m := &Manager{system: system, worker: worker, sup: sup, logger: cfg.logger, layout: cfg.layout, forwardHist: newForwardHistogram(),
+	m := &Manager{system: system, worker: worker, sup: sup, logger: cfg.logger, layout: cfg.layout, utilization: cfg.utilization, forwardHist: newForwardHistogram(),
 		closeDone: make(chan struct{})}
 	info := worker.Info()
 	cfg.logger.Info("gpuarena: device opened", "backend", info.Backend, "device", info.Name,
@@ -150,17 +152,28 @@ func (m *Manager) Ledger(ctx context.Context) (device.Ledger, error) { return m.
 // Stats returns how the GPU worker has run.
 func (m *Manager) Stats(ctx context.Context) (device.Stats, error) { return m.worker.Stats(ctx) }
 
-// Release frees the arena and the slabs: exhaustive (it walks the buffer
-// table), idempotent (a second call frees nothing twice), and it keeps going
-// after an error, returning the first. Later forward steps, carves and builds
-// get ErrReleased. Before any arena was built it frees nothing, returns
-// ErrNoArena, and the manager can still build one. ctx bounds only the wait:
-// once started, a release runs to its end.
+// Release frees the arena and the slabs, then everything else the ledger
+// holds: the weights (device.WeightsOwner) and the embedder's own
+// allocations (Alloc), owner by owner. It is exhaustive (it walks the buffer
+// table, then every owner in the ledger), idempotent (a second call frees
+// nothing twice), and it keeps going after an error, returning the first.
+// Later forward steps, carves and builds get ErrReleased; Alloc and
+// LoadWeights still work, and Close frees what they make. Before any arena
+// was built it frees the weights and the embedder's allocations, reports
+// them, and returns ErrNoArena; the manager can still build one. ctx bounds
+// only the wait for the arena's part: once started, a release runs to its
+// end, and the other owners are then freed (and waited for) whatever ctx
+// says.
 func (m *Manager) Release(ctx context.Context) (device.ReleaseReport, error) {
 	if err := m.worker.CheckCaller(); err != nil {
 		return device.ReleaseReport{}, err
 	}
 	r, err := m.sup.Release(ctx)
+	start := time.Now()
+	if oerr := m.releaseOthers(&r); oerr != nil && (err == nil || errors.Is(err, ErrNoArena)) {
+		err = oerr
+	}
+	r.Duration += time.Since(start)
 	if err == nil {
 		m.logger.Info("gpuarena: released", "allocations", r.Freed, "bytes", r.Bytes, "duration", r.Duration)
 	}
@@ -231,6 +244,10 @@ func (m *Manager) close() {
 	defer close(m.closeDone)
 	start := time.Now()
 	_, err := m.sup.Release(context.Background())
+	var r device.ReleaseReport
+	if oerr := m.releaseOthers(&r); oerr != nil && (err == nil || errors.Is(err, ErrNoArena)) {
+		err = oerr
+	}
 	m.sup.Stop()
 	werr := m.worker.StopContext(context.Background())
 	m.system.Shutdown()

@@ -61,12 +61,20 @@ type FitOptions struct {
 	// another device, or are already resident and so counted in
 	// DeviceMemory.FreeBytes. The report still carries their estimate.
 	ExcludeWeights bool
+	// CheckpointWeightBytes is the weights' exact size in bytes, the sum of
+	// the tensors of the model's safetensors checkpoint as its headers state
+	// it (checkpoint.Checkpoint.TotalBytes); nil sizes them by
+	// EstimateWeights. A set value is what the fit counts (the report keeps
+	// the estimate beside it); a negative one is an *OptionError for
+	// "checkpoint_weight_bytes".
+	CheckpointWeightBytes *int64
 }
 
 // FitItem is one consumer of the budget, for FitReport.Largest.
 type FitItem struct {
 	// Name is the item: "used_by_others", "weights.<group>" (a
-	// WeightGroup), a buffer's name ("logits"), a slab's name, "reserve", or
+	// WeightGroup), "weights" (FitOptions.CheckpointWeightBytes, which has no
+	// groups), a buffer's name ("logits"), a slab's name, "reserve", or
 	// "kv.one_sequence" (one max_seq_len sequence's KV cache and state).
 	Name string `json:"name"`
 	// Kind is "others", "weights", "buffer", "slab", "reserve" or "kv".
@@ -118,8 +126,18 @@ type FitReport struct {
 	ProcessBudgetBytes int64 `json:"process_budget_bytes"`
 	// UsedByOthersBytes is Device.TotalBytes − Device.FreeBytes.
 	UsedByOthersBytes int64 `json:"used_by_others_bytes"`
-	// WeightBytes is Weights.Bytes, or 0 with FitOptions.ExcludeWeights.
+	// WeightBytes is FitOptions.CheckpointWeightBytes when set, else
+	// Weights.Bytes; 0 with FitOptions.ExcludeWeights.
 	WeightBytes int64 `json:"weight_bytes"`
+	// WeightSource is where WeightBytes comes from: "estimate"
+	// (EstimateWeights from config.json) or "checkpoint" (the safetensors
+	// headers, FitOptions.CheckpointWeightBytes).
+	WeightSource string `json:"weight_source"`
+	// EstimatedWeightBytes is Weights.Bytes, the estimate from config.json,
+	// whichever source the fit counts.
+	EstimatedWeightBytes int64 `json:"estimated_weight_bytes"`
+	// CheckpointWeightBytes is FitOptions.CheckpointWeightBytes, 0 when unset.
+	CheckpointWeightBytes int64 `json:"checkpoint_weight_bytes"`
 	// Weights is the weight estimate, tensor by tensor.
 	Weights *WeightReport `json:"weights"`
 	// ArenaBytes is the pooled arena: the plan's buffers laid out by
@@ -247,12 +265,20 @@ type fitParams struct {
 	reserveBytes   int64
 	weights        WeightOptions
 	excludeWeights bool
+	// exactWeights is FitOptions.CheckpointWeightBytes, -1 when unset.
+	exactWeights int64
 }
 
 // resolve validates the options and fills their defaults.
 func (o FitOptions) resolve() (fitParams, error) {
 	p := fitParams{utilization: DefaultGPUMemoryUtilization, reserveBytes: DefaultReserveBytes,
-		weights: o.Weights, excludeWeights: o.ExcludeWeights}
+		weights: o.Weights, excludeWeights: o.ExcludeWeights, exactWeights: -1}
+	if o.CheckpointWeightBytes != nil {
+		if *o.CheckpointWeightBytes < 0 {
+			return p, &OptionError{Option: "checkpoint_weight_bytes", Value: *o.CheckpointWeightBytes, Reason: "must not be negative"}
+		}
+		p.exactWeights = *o.CheckpointWeightBytes
+	}
 	if o.GPUMemoryUtilization != nil {
 		if err := ValidateGPUMemoryUtilization(*o.GPUMemoryUtilization); err != nil {
 			return p, err
@@ -305,8 +331,13 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 		KVBytesPerBlock:      f.layout.BytesPerBlock,
 		MaxSeqLen:            plan.Options.MaxSeqLen,
 	}
+	r.WeightSource, r.EstimatedWeightBytes = "estimate", f.weights.Bytes
+	weightBytes := f.weights.Bytes
+	if f.opts.exactWeights >= 0 {
+		r.WeightSource, r.CheckpointWeightBytes, weightBytes = "checkpoint", f.opts.exactWeights, f.opts.exactWeights
+	}
 	if !f.opts.excludeWeights {
-		r.WeightBytes = f.weights.Bytes
+		r.WeightBytes = weightBytes
 	}
 	r.MinKVBlocks, _ = f.layout.SeqBlocks(r.MaxSeqLen)
 	if r.SeqBytes, err = f.layout.SeqBytes(r.MaxSeqLen); err != nil {
@@ -355,7 +386,11 @@ func (f *fitter) largest(plan *Plan, r *FitReport) []FitItem {
 		}
 	}
 	push("used_by_others", "others", r.UsedByOthersBytes)
-	if !f.opts.excludeWeights {
+	switch {
+	case f.opts.excludeWeights:
+	case f.opts.exactWeights >= 0:
+		push("weights", "weights", r.WeightBytes)
+	default:
 		for _, g := range f.weights.Groups {
 			push("weights."+g.Name, "weights", g.Bytes)
 		}
@@ -450,6 +485,9 @@ func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	}
 	if f.opts.excludeWeights {
 		add("the weights (%d B) are excluded: they are elsewhere or already counted as used", f.weights.Bytes)
+	} else if f.opts.exactWeights >= 0 {
+		add("weights: %d B (%s) from the checkpoint's headers; the estimate from config.json is %d B (%+d B)",
+			r.WeightBytes, HumanBytes(r.WeightBytes), f.weights.Bytes, f.weights.Bytes-r.WeightBytes)
 	} else {
 		add("weights: %d B (%s) for %d params",
 			r.WeightBytes, HumanBytes(r.WeightBytes), f.weights.TotalParams)

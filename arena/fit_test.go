@@ -467,3 +467,36 @@ func equalItems(a, b []FitItem) bool {
 	}
 	return true
 }
+
+// TestFitCheckpointWeightBytes: exact bytes from a checkpoint replace the
+// estimate in every figure, the estimate stays in the report, and a
+// negative value is an *OptionError.
+func TestFitCheckpointWeightBytes(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}
+	_, est := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{})
+	const delta = 1 << 20 // a checkpoint 1 MiB larger than the estimate
+	exact := est.WeightBytes + delta
+	_, r := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{CheckpointWeightBytes: &exact})
+	t.Run("figures", func(t *testing.T) {
+		if est.WeightSource != "estimate" || est.EstimatedWeightBytes != 16_060_522_496 || est.CheckpointWeightBytes != 0 {
+			t.Errorf("estimate fit: source %q, estimated %d, checkpoint %d", est.WeightSource, est.EstimatedWeightBytes, est.CheckpointWeightBytes)
+		}
+		if r.WeightSource != "checkpoint" || r.WeightBytes != exact || r.CheckpointWeightBytes != exact || r.EstimatedWeightBytes != est.WeightBytes {
+			t.Errorf("checkpoint fit: source %q, weights %d, checkpoint %d, estimated %d; want %d, %d, %d",
+				r.WeightSource, r.WeightBytes, r.CheckpointWeightBytes, r.EstimatedWeightBytes, exact, exact, est.WeightBytes)
+		}
+		if r.RequiredBytes != est.RequiredBytes+delta || r.KVBudgetBytes != est.KVBudgetBytes-delta {
+			t.Errorf("required %d, kv budget %d; want %d, %d", r.RequiredBytes, r.KVBudgetBytes, est.RequiredBytes+delta, est.KVBudgetBytes-delta)
+		}
+		if r.Largest[0].Name != "weights" || r.Largest[0].Bytes != exact {
+			t.Errorf("largest[0] = %+v, want weights %d B", r.Largest[0], exact)
+		}
+	})
+	t.Run("negative", func(t *testing.T) {
+		cfg, plan := planExample(t, "llama-3.1-8b.json", Options{})
+		var oe *OptionError
+		if _, err := Fit(plan, cfg, dev, FitOptions{CheckpointWeightBytes: new(int64(-1))}); !errors.As(err, &oe) || oe.Option != "checkpoint_weight_bytes" {
+			t.Fatalf("err = %v, want an *OptionError for checkpoint_weight_bytes", err)
+		}
+	})
+}

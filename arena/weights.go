@@ -408,7 +408,16 @@ type weightBuilder struct {
 	f       formats
 	group   string // when set, every tensor's group (the MTP layers: "mtp")
 	tensors []WeightTensor
+	// origins[i] is how tensors[i] was asked for (CheckpointTensors reads it).
+	origins []tensorOrigin
 	notes   []string
+}
+
+// tensorOrigin is how one WeightTensor was asked for: its kind and the
+// group its family named, before the MTP layers' "mtp" override.
+type tensorOrigin struct {
+	kind  tensorKind
+	group string
 }
 
 // tensor records count instances (active of them read per token) of a
@@ -418,6 +427,7 @@ func (w *weightBuilder) tensor(name, group string, kind tensorKind, count, activ
 	if w.err != nil || count <= 0 {
 		return
 	}
+	origin := tensorOrigin{kind: kind, group: group}
 	if w.group != "" {
 		group = w.group
 	}
@@ -441,6 +451,7 @@ func (w *weightBuilder) tensor(name, group string, kind tensorKind, count, activ
 		return
 	}
 	w.tensors = append(w.tensors, t)
+	w.origins = append(w.origins, origin)
 }
 
 // format is the format a tensor of kind is stored in.

@@ -3,6 +3,7 @@ package gpuworker
 import (
 	"fmt"
 
+	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/internal/messages"
 )
@@ -22,10 +23,22 @@ func (a *gpuActor) allocBatch(m *messages.AllocBatch) messages.AllocBatchReply {
 		}
 		return messages.AllocBatchReply{Err: err}
 	}
+	var total int64
 	for k, it := range m.Items {
 		if err := checkItem(it); err != nil {
 			return messages.AllocBatchReply{Err: item(k, err)}
 		}
+		if m.Preflight != "" {
+			sum, err := arena.CheckedAdd("batch bytes", total, it.Bytes)
+			if err != nil {
+				return messages.AllocBatchReply{Err: fmt.Errorf("%s: %w: %w", m.Preflight, ErrInvalidValue, err)}
+			}
+			total = sum
+		}
+	}
+	if m.Preflight != "" && a.overBudget(total) {
+		a.ledger.failed()
+		return messages.AllocBatchReply{Err: a.outOfMemory(m.Owner, m.Preflight, total, true, nil)}
 	}
 	for k, it := range m.Items {
 		owner := it.Owner
@@ -74,7 +87,7 @@ func runTag(tag func([]device.DevicePtr) any, ptrs []device.DevicePtr) (v any, e
 }
 
 // rangeName names a zero range for an error: the item's label, and the view
-// the range starts in when there is one ("arena_pool/norm_unit_w").
+// the range starts in when there is one ("POOL/VIEW").
 func rangeName(it messages.AllocItem, z messages.ByteRange) string {
 	for _, v := range it.Views {
 		if z.Offset >= v.Offset && z.Offset < v.Offset+v.Bytes {

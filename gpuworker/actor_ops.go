@@ -39,6 +39,8 @@ func (a *gpuActor) handle(msg any) {
 			err = a.ops.CopyHtoD(m.Dst, m.Src)
 		}
 		m.Reply <- err
+	case *messages.CopyHtoDBatch:
+		m.Reply <- a.copyHtoDBatch(m)
 	case *messages.CopyDtoH:
 		m.Reply <- a.copyDtoH(m)
 	case *messages.CopyDtoD:
@@ -172,6 +174,20 @@ func (a *gpuActor) freeOwner(m *messages.FreeOwner) messages.FreeOwnerReply {
 	return r
 }
 
+// copyHtoDBatch copies each segment in order, each checked against the
+// ledger first; the first failure ends the batch.
+func (a *gpuActor) copyHtoDBatch(m *messages.CopyHtoDBatch) error {
+	if err := a.usable(m.Ctx); err != nil {
+		return err
+	}
+	for i, s := range m.Segments {
+		if err := a.ops.CopyHtoD(s.Dst, s.Src); err != nil {
+			return fmt.Errorf("segment %d of %d (%d B at %#x): %w", i+1, len(m.Segments), len(s.Src), uint64(s.Dst), err)
+		}
+	}
+	return nil
+}
+
 func (a *gpuActor) copyDtoH(m *messages.CopyDtoH) messages.CopyDtoHReply {
 	if err := a.usable(m.Ctx); err != nil {
 		return messages.CopyDtoHReply{Err: err}
@@ -265,6 +281,12 @@ func (a *gpuActor) outOfMemory(owner, label string, bytes int64, overBudget bool
 			}
 			return err
 		})
+	}
+	switch {
+	case overBudget:
+		e.ShortfallBytes = bytes - (a.budget - a.ledger.counters.CurrentBytes)
+	case e.DeviceFree >= 0 && bytes > e.DeviceFree:
+		e.ShortfallBytes = bytes - e.DeviceFree
 	}
 	return e
 }

@@ -33,6 +33,11 @@ type OutOfMemoryError struct {
 	Largest []device.LedgerEntry
 	// Cause is the backend's own error, when the device refused.
 	Cause error
+	// ShortfallBytes is how many bytes more the request needs than there
+	// was room for: Bytes − (Budget − what this process held) when
+	// OverBudget, Bytes − DeviceFree when the device refused and its free
+	// memory could be read, else 0.
+	ShortfallBytes int64
 }
 
 // Error reads as one sentence a user can act on.
@@ -40,7 +45,7 @@ func (e *OutOfMemoryError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "out of device memory: asked %s for %s (owner %q)", arena.HumanBytes(e.Bytes), e.Label, e.Owner)
 	if e.OverBudget {
-		fmt.Fprintf(&b, ", which would pass this process's budget of %s", arena.HumanBytes(e.Budget))
+		fmt.Fprintf(&b, ", which would pass this process's budget of %s by %s (%d B)", arena.HumanBytes(e.Budget), arena.HumanBytes(e.ShortfallBytes), e.ShortfallBytes)
 	}
 	if e.DeviceFree >= 0 {
 		fmt.Fprintf(&b, "; the device has %s free of %s", arena.HumanBytes(e.DeviceFree), arena.HumanBytes(e.DeviceTotal))

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/checkpoint"
 )
 
 const fitLong = `Fit checks, without touching a device, whether the model fits on a device of
@@ -19,6 +21,12 @@ processes, under --gpu-memory-utilization (design.md §6):
   kv budget       = process budget − committed
   fits            = one sequence of max_seq_len (its KV blocks, sliding-window
                     blocks and recurrent state) fits in the kv budget
+
+--model DIR takes a model folder (config.json and its safetensors files, as
+vLLM and Hugging Face take it): the weights then count as the exact bytes
+the checkpoint's headers state (no tensor data is read), and the report
+shows the estimate from config.json beside them. --config may then be left
+out (it defaults to DIR).
 
 Unset, --gpu-memory-utilization is 0.9 and --reserve 1 GiB; --reserve 0
 reserves nothing, and --gpu-memory-utilization 0 is refused.
@@ -34,6 +42,7 @@ Exit status: 0 when it fits, 1 when it does not, 2 on an error.`
 type fitCmd struct {
 	app         *app
 	plan        planFlags
+	model       string
 	utilization float64
 	memory      byteSize
 	used        byteSize
@@ -48,7 +57,7 @@ type fitCmd struct {
 func newFitCmd(a *app) *cobra.Command {
 	c := &fitCmd{app: a}
 	cmd := &cobra.Command{
-		Use:   "fit --config FILE [flags]",
+		Use:   "fit (--config FILE | --model DIR) [flags]",
 		Short: "Check whether the model fits on a device (exit 1 when it does not)",
 		Long:  fitLong,
 		Args:  cobra.NoArgs,
@@ -56,7 +65,8 @@ func newFitCmd(a *app) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	c.plan.register(fs, "")
-	_ = cmd.MarkFlagRequired("config")
+	fs.Lookup("config").Usage = "Hugging Face config.json of the model, or the model folder that holds it (required unless --model is given; default: --model's folder)"
+	fs.StringVar(&c.model, "model", "", "model folder with config.json and the safetensors checkpoint: the fit counts the checkpoint's exact bytes")
 	addUtilizationFlag(fs, &c.utilization)
 	addDeviceMemoryFlag(fs, &c.memory, "the device's total memory")
 	fs.Var(&c.used, "device-used", "memory already used by other processes: bytes or a size")
@@ -105,6 +115,12 @@ func (c *fitCmd) options(changed func(string) bool) (arena.FitOptions, error) {
 // (exit status 1) when the plan does not fit. changed reports whether a
 // flag was given.
 func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
+	if c.plan.config == "" && c.model == "" {
+		return errors.New("--config or --model is required")
+	}
+	if c.plan.config == "" {
+		c.plan.config = c.model
+	}
 	cfg, plan, err := c.plan.plan(changed)
 	if err != nil {
 		return err
@@ -115,6 +131,13 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 	opts, err := c.options(changed)
 	if err != nil {
 		return err
+	}
+	if c.model != "" {
+		exact, err := checkpointBytes(c.model)
+		if err != nil {
+			return fmt.Errorf("--model: %w", err)
+		}
+		opts.CheckpointWeightBytes = &exact
 	}
 	dev := arena.DeviceMemory{TotalBytes: int64(c.memory), FreeBytes: int64(c.memory - c.used)}
 	r, err := arena.Fit(plan, cfg, dev, opts)
@@ -153,6 +176,10 @@ func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport)
 		weights += fmt.Sprintf("  (%.2fB params, %.2fB active per token)", float64(r.Weights.TotalParams)/1e9, float64(r.Weights.ActiveParams)/1e9)
 	}
 	row(tw, "weights", weights)
+	if r.WeightSource == "checkpoint" {
+		row(tw, "  from", "the checkpoint's safetensors headers")
+		row(tw, "  estimate", fmt.Sprintf("%s from config.json (%+d B against the checkpoint)", bytesAndHuman(r.EstimatedWeightBytes), r.EstimatedWeightBytes-r.CheckpointWeightBytes))
+	}
 	row(tw, "arena", bytesAndHuman(r.ArenaBytes))
 	row(tw, "slabs", bytesAndHuman(r.SlabBytes))
 	row(tw, "reserve", bytesAndHuman(r.ReserveBytes))
@@ -207,4 +234,16 @@ func writeSuggestions(w io.Writer, s *arena.FitSuggestions) {
 	if s.GPUMemoryUtilization > 0 {
 		fmt.Fprintf(w, "  --gpu-memory-utilization %g\n", s.GPUMemoryUtilization)
 	}
+}
+
+// checkpointBytes is the total tensor bytes of the safetensors checkpoint in
+// the model folder dir, from its headers only (checkpoint.Open checks every
+// header and reads no tensor data). Errors: checkpoint.Open's *checkpoint.Error.
+func checkpointBytes(dir string) (int64, error) {
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	total := ck.TotalBytes()
+	return total, ck.Close()
 }

@@ -17,7 +17,8 @@ const rootLong = `arenactl sizes the GPU memory arena of an LLM forward pass fro
 Face config.json (plan), checks it against a device (fit), builds it on a
 device and runs forward steps on it (run), lists devices (devices), measures
 the GPU actor against its peers (bench), and runs mixed load for a long time,
-closing under load (soak).
+closing under load (soak), and writes model folders of random weights with
+the real tensor names to test loaders with (gen-model).
 
 Logs go to stderr (slog text), at --log-level (default warn).
 
@@ -54,5 +55,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newPlanCmd(a), newFitCmd(a), newRunCmd(a), newDevicesCmd(a))
 	root.AddCommand(newBenchCmd(a))
 	root.AddCommand(newSoakCmd(a))
+	root.AddCommand(newGenModelCmd(a))
 	return root
 }

@@ -35,6 +35,15 @@ Each step writes token ids host→device into token_ids, copies hidden_states
 to residual device→device, reads both back and compares them with what was
 written (hidden_states is seeded once with a known pattern before the steps).
 
+With --model DIR (a folder holding config.json and its safetensors
+checkpoint; --config defaults to it) the weights are loaded onto the device
+first (Manager.LoadWeights), after Manager.Preflight of the weights and the
+arena; every step also reads a 4 KiB window of one weight tensor back and
+compares it with the file, the report adds weights_bytes,
+weights_allocated_bytes, weights_load_ms and weights_load_gbps, and the
+device must lose exactly arena_bytes + weights_allocated_bytes to the load
+and build (hostsim) and get them back after the release.
+
 --json prints {"arena_bytes", "build_ms", "steps", "max_concurrent_forwards",
 "backend_threads", "ledger_bytes_after_release", "goroutines_before",
 "goroutines_after", "device_free_before", "device_free_built",
@@ -55,6 +64,7 @@ type runCmd struct {
 	layout      string
 	ledgerOut   string
 	jsonOut     bool
+	model       string // --model: a model folder whose weights are loaded first
 }
 
 // newRunCmd builds "arenactl run".
@@ -77,6 +87,7 @@ func newRunCmd(a *app) *cobra.Command {
 	fs.IntVar(&c.clients, "clients", 8, "goroutines submitting the steps (the steps are divided among them)")
 	fs.StringVar(&c.ledgerOut, "ledger-out", "", "write the ledger snapshot taken after the build (every allocation: label, owner, bytes, pointer, age; and the counters) to this file as JSON")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the report as JSON")
+	fs.StringVar(&c.model, "model", "", "model folder (config.json and its safetensors checkpoint): load the weights before the build, check a window of one in every step, and report weights_bytes, weights_load_ms and weights_load_gbps; --config defaults to the folder")
 	return cmd
 }
 
@@ -96,6 +107,9 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	bc, err := c.backend.config(c.backend.ordinal, cmd.Flags().Changed)
 	if err != nil {
 		return err
+	}
+	if c.model != "" && !cmd.Flags().Changed("config") {
+		c.plan.config = c.model
 	}
 	cfg, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {
@@ -150,9 +164,15 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 		return err
 	}
 	rep.DeviceFreeBefore = free
-	if r, err := arena.Fit(plan, cfg, arena.DeviceMemory{TotalBytes: total, FreeBytes: free},
-		// run builds only the arena, in a process whose context already exists.
-		arena.FitOptions{GPUMemoryUtilization: &c.utilization, ExcludeWeights: true, ReserveBytes: new(int64(0))}); err != nil {
+	fit := func() (*arena.FitReport, error) {
+		if c.model != "" {
+			return m.Preflight(ctx, plan, cfg, gpuarena.PreflightWeights(c.model, device.LayoutPooled))
+		}
+		return arena.Fit(plan, cfg, arena.DeviceMemory{TotalBytes: total, FreeBytes: free},
+			// run builds only the arena, in a process whose context already exists.
+			arena.FitOptions{GPUMemoryUtilization: &c.utilization, ExcludeWeights: true, ReserveBytes: new(int64(0))})
+	}
+	if r, err := fit(); err != nil {
 		log.Warn("run: preflight fit failed", "err", err)
 	} else {
 		rep.Fits, rep.KVBlocks = r.Fits, r.KVBlocks
@@ -162,6 +182,13 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 		}
 	}
 
+	var probe *weightProbe
+	if c.model != "" {
+		if probe, err = loadModel(ctx, m, c.model, rep); err != nil {
+			return err
+		}
+		defer probe.close()
+	}
 	start := time.Now()
 	a, err := m.BuildArena(ctx, plan)
 	rep.BuildMS = ms(time.Since(start))
@@ -175,7 +202,7 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 	if err != nil {
 		return err
 	}
-	rep.ArenaBytes = led.Counters.CurrentBytes
+	rep.ArenaBytes = led.Counters.CurrentBytes - rep.WeightsAllocatedBytes
 	if c.ledgerOut != "" {
 		if err := writeJSONFile(c.ledgerOut, led); err != nil {
 			return fmt.Errorf("--ledger-out: %w", err)
@@ -190,6 +217,7 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 	if err != nil {
 		return err
 	}
+	w.probe = probe
 	if err := w.seed(ctx, m); err != nil {
 		return err
 	}

@@ -43,7 +43,13 @@ type runReport struct {
 	ReleaseMS           float64     `json:"release_ms"`
 	ReleasedAllocations int         `json:"released_allocations"`
 	LedgerPeakBytes     int64       `json:"ledger_peak_bytes"`
-	InvariantsFailed    []string    `json:"invariants_failed"`
+	// The weights of --model: their bytes, what their load allocated, how
+	// long it took and its rate (10^9 B/s); all 0 without --model.
+	WeightsBytes          int64    `json:"weights_bytes,omitempty"`
+	WeightsAllocatedBytes int64    `json:"weights_allocated_bytes,omitempty"`
+	WeightsLoadMS         float64  `json:"weights_load_ms,omitempty"`
+	WeightsLoadGBps       float64  `json:"weights_load_gbps,omitempty"`
+	InvariantsFailed      []string `json:"invariants_failed"`
 }
 
 // failed records a broken invariant.
@@ -85,14 +91,15 @@ func (r *runReport) checkInvariants(simulated bool) {
 		r.failed(fmt.Sprintf("arena_bytes is %d, want %d (the plan's, %s layout)", r.ArenaBytes, r.ExpectedArenaBytes, r.Layout))
 	}
 	used := r.DeviceFreeBefore - r.DeviceFreeBuilt
+	held := r.ArenaBytes + r.WeightsAllocatedBytes // the weights' load came before the build
 	if simulated {
-		if used != r.ArenaBytes {
-			r.failed(fmt.Sprintf("the device lost %d B to the build, want arena_bytes %d", used, r.ArenaBytes))
+		if used != held {
+			r.failed(fmt.Sprintf("the device lost %d B to the build, want arena_bytes %d + weights_allocated_bytes %d", used, r.ArenaBytes, r.WeightsAllocatedBytes))
 		}
 	} else {
-		slack := max(r.ArenaBytes/50, int64(r.ReleasedAllocations)*realDeviceSlackPerAllocation)
-		if d := used - r.ArenaBytes; d < -slack || d > slack {
-			r.failed(fmt.Sprintf("the device lost %d B to the build, %d B away from arena_bytes %d (allowed %d B)", used, d, r.ArenaBytes, slack))
+		slack := max(held/50, int64(r.ReleasedAllocations)*realDeviceSlackPerAllocation)
+		if d := used - held; d < -slack || d > slack {
+			r.failed(fmt.Sprintf("the device lost %d B to the build, %d B away from arena_bytes %d + weights_allocated_bytes %d (allowed %d B)", used, d, r.ArenaBytes, r.WeightsAllocatedBytes, slack))
 		}
 	}
 	if r.DeviceFreeAfter != r.DeviceFreeBefore {
@@ -120,10 +127,18 @@ func (r *runReport) LogValue() slog.Value {
 func writeRunText(w io.Writer, r *runReport) {
 	fmt.Fprintf(w, "run %s (%s) on %s %q: %d steps from %d clients\n\n", r.ModelType, r.Config, r.Backend, r.Device, r.Steps, r.Clients)
 	tw := newTable(w)
-	row(tw, "device", fmt.Sprintf("%s total, budget %s, preflight fit of the arena (weights and reserve left out): %s (%d KV blocks)",
-		human(r.DeviceTotalBytes), human(r.BudgetBytes), yesNo(r.Fits, "fits", "does not fit"), r.KVBlocks))
+	what := "preflight fit of the arena (weights and reserve left out)"
+	if r.WeightsBytes > 0 {
+		what = "preflight of the weights and the arena (Manager.Preflight)"
+	}
+	row(tw, "device", fmt.Sprintf("%s total, budget %s, %s: %s (%d KV blocks)",
+		human(r.DeviceTotalBytes), human(r.BudgetBytes), what, yesNo(r.Fits, "fits", "does not fit"), r.KVBlocks))
 	row(tw, "arena", fmt.Sprintf("%s, %s layout, slabs: %d, built in %.2f ms",
 		bytesAndHuman(r.ArenaBytes), r.Layout, r.Slabs, r.BuildMS))
+	if r.WeightsBytes > 0 {
+		row(tw, "weights", fmt.Sprintf("%s (%s allocated) loaded in %.1f ms, %.2f GB/s; each step read a window back and compared it with the file",
+			bytesAndHuman(r.WeightsBytes), human(r.WeightsAllocatedBytes), r.WeightsLoadMS, r.WeightsLoadGBps))
+	}
 	row(tw, "device free", fmt.Sprintf("before %s, built %s, after %s", human(r.DeviceFreeBefore), human(r.DeviceFreeBuilt), human(r.DeviceFreeAfter)))
 	row(tw, "steps", fmt.Sprintf("%d in %.1f ms; step p50 %.0f µs, p99 %.0f µs, max %.0f µs", r.Steps, r.StepsWallMS, r.StepP50US, r.StepP99US, r.StepMaxUS))
 	row(tw, "max concurrent forwards", r.MaxConcurrentForwards)

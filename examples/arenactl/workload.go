@@ -50,6 +50,8 @@ type workload struct {
 	tokens              int64 // token_ids elements (u32)
 	hiddenBytes         int64 // hidden_states and residual bytes
 	inFlight, maxAtOnce atomic.Int64
+	// probe, when not nil, is the weights each step also checks (run --model).
+	probe *weightProbe
 }
 
 // newWorkload checks that the arena has the buffers a step uses.
@@ -89,6 +91,7 @@ func (w *workload) seed(ctx context.Context, m *gpuarena.Manager) error {
 // so they are never used by two steps at once.
 type clientBufs struct {
 	tokens, tokensBack, residualBack []byte
+	weightBack, weightWant           []byte // weightWindow each with a probe
 }
 
 // step returns forward step number s: write token ids, copy hidden_states to
@@ -134,6 +137,9 @@ func (w *workload) step(s int64, b *clientBufs) func(*device.Arena, device.Devic
 				return checkFailed("step %d: residual readback differs at byte %d: want %#02x, read %#02x", s, off+int64(i), want, got)
 			}
 		}
+		if w.probe != nil {
+			return w.probe.check(s, dev, b.weightBack, b.weightWant)
+		}
 		return nil
 	}
 }
@@ -169,6 +175,9 @@ func (w *workload) run(ctx context.Context, m *gpuarena.Manager, steps, clients 
 				tokens:       make([]byte, 4*w.tokens),
 				tokensBack:   make([]byte, 4*w.tokens),
 				residualBack: make([]byte, min(int64(checkWindow), w.hiddenBytes)),
+			}
+			if w.probe != nil {
+				b.weightBack, b.weightWant = make([]byte, weightWindow), make([]byte, weightWindow)
 			}
 			var mine []time.Duration
 			for s := g; s < steps; s += clients {

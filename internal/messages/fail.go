@@ -36,6 +36,9 @@ func (m *Memset) Fail(err error) { m.Reply <- err }
 // Fail answers the request with err.
 func (m *CopyHtoD) Fail(err error) { m.Reply <- err }
 
+// Fail answers the request with err.
+func (m *CopyHtoDBatch) Fail(err error) { m.Reply <- err }
+
 // Fail answers the request with err and no data.
 func (m *CopyDtoH) Fail(err error) { m.Reply <- CopyDtoHReply{Err: err} }
 

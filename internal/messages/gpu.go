@@ -64,12 +64,19 @@ type ByteRange struct {
 // arena in the ledger, and a build is in the ledger whole or not at all.
 // Tag must not block or call the worker; a panic in it fails the batch with
 // gpuworker.ErrTagPanic. Reply: AllocBatchReply.
+//
+// Preflight, when not empty, checks the whole batch against the budget
+// before the first allocation: a batch whose bytes together would pass it
+// is refused with a *gpuworker.OutOfMemoryError labelled Preflight, and the
+// backend is never called. Without it each item is checked as it comes (an
+// arena build), so a later item's refusal rolls back the earlier ones.
 type AllocBatch struct {
-	Ctx   context.Context
-	Owner string
-	Items []AllocItem
-	Tag   func(ptrs []device.DevicePtr) any
-	Reply chan<- AllocBatchReply
+	Ctx       context.Context
+	Owner     string
+	Items     []AllocItem
+	Tag       func(ptrs []device.DevicePtr) any
+	Preflight string
+	Reply     chan<- AllocBatchReply
 }
 
 // AllocBatchReply answers AllocBatch: one pointer per item, in order, and
@@ -152,6 +159,22 @@ type CopyHtoD struct {
 	Dst   device.DevicePtr
 	Src   []byte
 	Reply chan<- error
+}
+
+// HostSegment is one host→device copy of a CopyHtoDBatch: Src to Dst.
+type HostSegment struct {
+	Dst device.DevicePtr
+	Src []byte
+}
+
+// CopyHtoDBatch copies every segment, in order, in one request (a weights
+// load's chunk: the pieces of the tensors one staging buffer holds). Each
+// segment is checked against the ledger as a Device copy is; the first
+// failure stops the batch. Reply: the error, naming the segment.
+type CopyHtoDBatch struct {
+	Ctx      context.Context
+	Segments []HostSegment
+	Reply    chan<- error
 }
 
 // CopyDtoH reads Bytes bytes of device memory at Src. Reply: CopyDtoHReply.

@@ -1,0 +1,388 @@
+package gpuworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/checkpoint"
+	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/messages"
+)
+
+// DefaultLoadChunkBytes is the size of one staging buffer of a weights load
+// when LoadOptions.ChunkBytes is 0: 16 MiB, large enough that a chunk's
+// round trip to the GPU thread is noise next to its copy, small enough that
+// the two buffers cost 32 MiB of host memory.
+const DefaultLoadChunkBytes = 16 << 20
+
+// MaxLoadChunkBytes is the largest LoadOptions.ChunkBytes: 1 GiB.
+const MaxLoadChunkBytes = 1 << 30
+
+// LoadOptions configure Worker.LoadWeights; the zero value takes every
+// default.
+type LoadOptions struct {
+	// Layout is device.LayoutPooled ("" too: one allocation, each tensor a
+	// 256-byte-aligned view) or device.LayoutDiscrete (one allocation per
+	// tensor).
+	Layout device.Layout
+	// ChunkBytes is the size of each of the two host staging buffers, in
+	// bytes, in [0, MaxLoadChunkBytes]; 0 means DefaultLoadChunkBytes.
+	ChunkBytes int64
+	// Progress, when not nil, is called on the loading goroutine after each
+	// chunk reached the device. It may cancel the load's context; the load
+	// stops before the next chunk.
+	Progress func(device.LoadProgress)
+}
+
+// Validate returns ErrInvalidValue, naming the option, for a layout other
+// than "", device.LayoutPooled and device.LayoutDiscrete, or a ChunkBytes
+// outside [0, MaxLoadChunkBytes]; nil otherwise.
+func (o LoadOptions) Validate() error {
+	switch {
+	case o.Layout != "" && o.Layout != device.LayoutPooled && o.Layout != device.LayoutDiscrete:
+		return fmt.Errorf("load weights: layout %q: %w: use %q or %q", o.Layout, ErrInvalidValue, device.LayoutPooled, device.LayoutDiscrete)
+	case o.ChunkBytes < 0 || o.ChunkBytes > MaxLoadChunkBytes:
+		return fmt.Errorf("load weights: chunk of %d B: %w: must be in [0, %d] (0: the default, %d)", o.ChunkBytes, ErrInvalidValue, MaxLoadChunkBytes, DefaultLoadChunkBytes)
+	}
+	return nil
+}
+
+// piece is the part of one tensor a chunk carries: n bytes from offset off
+// of tensor t, at offset at of the staging buffer.
+type piece struct {
+	t      int
+	off, n int64
+	at     int64
+}
+
+// filled is a staging buffer the reader filled with chunk k (or failed to).
+type filled struct {
+	k   int
+	buf []byte
+	err error
+}
+
+// LoadWeights allocates every tensor of ck on the device, held by
+// device.WeightsOwner, and copies the tensors' bytes there, and returns
+// where each tensor is.
+//
+// The allocation is one request to the GPU actor, all or nothing, checked
+// whole against the budget before the backend is called: a checkpoint that
+// would pass the budget is refused with an *OutOfMemoryError (OverBudget,
+// ShortfallBytes: how much more it needs) and nothing is allocated. The
+// bytes then go up in chunks through two host staging buffers: a reader
+// goroutine preads the next chunk from the files (checkpoint.Section) while
+// the GPU thread copies the previous one (one request per chunk, each piece
+// checked against the ledger). The staging buffers are Go memory and the
+// copies synchronous on every backend; page-locked buffers (cuMemHostAlloc)
+// with asynchronous copies on a stream would be the cuda backend's fast
+// path, through the optional HostStager interface, which no backend
+// implements yet.
+//
+// ctx is checked before the allocation and between chunks. A load that
+// stops — ctx done (the Progress callback may cancel it), a read that
+// fails, a copy that fails — frees everything it allocated, so the ledger
+// is back where it was, and returns an error that says so and wraps the
+// cause (the context's error, checkpoint.ErrTruncated or checkpoint.ErrRead
+// for a file that changed since Open). Other errors: ErrInvalidValue for a
+// nil checkpoint or a bad option; ErrClosed; ErrReentrant.
+func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opts LoadOptions) (_ *device.Weights, err error) {
+	start := time.Now()
+	if err := w.CheckCaller(); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if ck == nil {
+		return nil, fmt.Errorf("load weights: %w: nil checkpoint", ErrInvalidValue)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	layout := opts.Layout
+	if layout == "" {
+		layout = device.LayoutPooled
+	}
+	chunk := opts.ChunkBytes
+	if chunk == 0 {
+		chunk = DefaultLoadChunkBytes
+	}
+	tensors := ck.Tensors()
+	wt, items, err := weightLayout(tensors, layout)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load weights: nothing allocated: %w", err)
+	}
+	var ptrs []device.DevicePtr
+	if len(items) > 0 {
+		reply := make(chan messages.AllocBatchReply, 1)
+		preflight := fmt.Sprintf("weights (%d tensors, %d B in %d allocation(s))", len(tensors), sumBytes(items), len(items))
+		// The wait is not cut short by ctx: the actor refuses the request
+		// if ctx is done when it gets to it, and otherwise its pointers
+		// must come back here to be freed should the load stop.
+		r, err := ask(context.Background(), w, &messages.AllocBatch{Ctx: ctx, Owner: device.WeightsOwner, Items: items, Preflight: preflight, Reply: reply}, reply)
+		if err = errors.Join(err, r.Err); err != nil {
+			return nil, fmt.Errorf("load weights: nothing allocated: %w", err)
+		}
+		ptrs = r.Ptrs
+	}
+	var pool device.DevicePtr
+	var poolBytes int64
+	if layout == device.LayoutPooled && len(ptrs) == 1 {
+		pool, poolBytes = ptrs[0], items[0].Bytes
+		for i := range wt {
+			if wt[i].Bytes > 0 {
+				wt[i].Ptr += pool // the offset in the pool, until now
+			}
+		}
+	} else {
+		k := 0
+		for i := range wt {
+			if wt[i].Bytes > 0 {
+				wt[i].Ptr = ptrs[k]
+				k++
+			}
+		}
+	}
+	weights := device.NewWeights(layout, pool, poolBytes, wt)
+	uploaded := false
+	defer func() {
+		// A Progress callback that panics (or calls runtime.Goexit) leaves
+		// nothing allocated either; the panic goes on.
+		if !uploaded && err == nil {
+			_, _ = w.FreeBatch(context.Background(), device.WeightsOwner, ptrs)
+		}
+	}()
+	err = ctx.Err()
+	if err == nil {
+		err = w.upload(ctx, ck, weights, chunk, opts.Progress)
+	}
+	uploaded = err == nil
+	if err != nil {
+		_, ferr := w.FreeBatch(context.Background(), device.WeightsOwner, ptrs)
+		what := fmt.Sprintf("freed the %d allocation(s) it made (%d B); the ledger is back where it was", len(ptrs), weights.AllocatedBytes)
+		if ferr != nil {
+			what = fmt.Sprintf("and freeing its %d allocation(s) failed too (%v); Release or Close frees what is left", len(ptrs), ferr)
+		}
+		return nil, fmt.Errorf("load weights: stopped, %s: %w", what, err)
+	}
+	weights.Load = time.Since(start)
+	return weights, nil
+}
+
+// sumBytes is the items' total; weightLayout has checked it fits in int64.
+func sumBytes(items []messages.AllocItem) int64 {
+	var n int64
+	for _, it := range items {
+		n += it.Bytes
+	}
+	return n
+}
+
+// weightLayout places the tensors: pooled, each non-empty tensor a view of
+// one item at an arena.PoolAlign-aligned offset (the tensors' Ptr set to
+// that offset); discrete, one item per non-empty tensor. Tensors of 0 bytes
+// get no memory and a NULL pointer. Errors: ErrInvalidValue wrapping an
+// *arena.OverflowError when the aligned total passes 2^63−1.
+func weightLayout(tensors []checkpoint.Tensor, layout device.Layout) ([]device.WeightTensor, []messages.AllocItem, error) {
+	wt := make([]device.WeightTensor, len(tensors))
+	var items []messages.AllocItem
+	var pool messages.AllocItem
+	var end int64
+	for i, t := range tensors {
+		wt[i] = device.WeightTensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Bytes}
+		if t.Bytes == 0 {
+			continue
+		}
+		if layout == device.LayoutDiscrete {
+			items = append(items, messages.AllocItem{Label: t.Name, Bytes: t.Bytes})
+			continue
+		}
+		off, err := alignUp("weights pool offset of "+t.Name, end, arena.PoolAlign)
+		if err == nil {
+			end, err = arena.CheckedAdd("weights pool end at "+t.Name, off, t.Bytes)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("load weights: %w: %w", ErrInvalidValue, err)
+		}
+		wt[i].Ptr = device.DevicePtr(off)
+		pool.Views = append(pool.Views, messages.PoolView{Label: t.Name, Offset: off, Bytes: t.Bytes})
+	}
+	if layout == device.LayoutPooled && end > 0 {
+		n, err := alignUp("weights pool size", end, arena.PoolAlign)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load weights: %w: %w", ErrInvalidValue, err)
+		}
+		pool.Label, pool.Bytes = device.WeightsPoolLabel, n
+		items = append(items, pool)
+	}
+	if _, err := arena.CheckedSum("weights total", bytesOf(items)...); err != nil {
+		return nil, nil, fmt.Errorf("load weights: %w: %w", ErrInvalidValue, err)
+	}
+	return wt, items, nil
+}
+
+// alignUp is x rounded up to a multiple of align (a power of two), or an
+// *arena.OverflowError naming what when that passes 2^63−1.
+func alignUp(what string, x, align int64) (int64, error) {
+	y, err := arena.CheckedAdd(what, x, align-1)
+	if err != nil {
+		return 0, err
+	}
+	return y &^ (align - 1), nil
+}
+
+// bytesOf is the items' sizes.
+func bytesOf(items []messages.AllocItem) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.Bytes
+	}
+	return out
+}
+
+// chunks cuts the non-empty tensors, in order, into chunks of at most size
+// bytes; a tensor larger than a chunk spans several.
+func chunks(w *device.Weights, size int64) [][]piece {
+	var out [][]piece
+	var cur []piece
+	var used int64
+	for i, t := range w.Tensors {
+		for off := int64(0); off < t.Bytes; {
+			if used == size {
+				out, cur, used = append(out, cur), nil, 0
+			}
+			n := min(t.Bytes-off, size-used)
+			cur = append(cur, piece{t: i, off: off, n: n, at: used})
+			off, used = off+n, used+n
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// upload copies every tensor's bytes to the device, double-buffered: a
+// reader goroutine fills one staging buffer while the GPU thread copies the
+// other. It returns when the reader has exited.
+func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights *device.Weights, size int64, progress func(device.LoadProgress)) error {
+	plan := chunks(weights, size)
+	if len(plan) == 0 {
+		return nil
+	}
+	bufSize := min(size, weights.Bytes)
+	free := make(chan []byte, 2)
+	free <- make([]byte, bufSize)
+	if len(plan) > 1 {
+		free <- make([]byte, bufSize)
+	}
+	full := make(chan filled, 2)
+	stop := make(chan struct{})
+	go func() {
+		defer close(full)
+		for k, c := range plan {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-stop:
+				return
+			}
+			err := readChunk(ck, weights, c, buf)
+			select {
+			case full <- filled{k: k, buf: buf, err: err}:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		for range full { // wait for the reader to exit
+		}
+	}()
+	begin := time.Now()
+	var done int64
+	for f := range full {
+		if f.err != nil {
+			return f.err
+		}
+		c := plan[f.k]
+		segs := make([]messages.HostSegment, len(c))
+		var n int64
+		for i, p := range c {
+			segs[i] = messages.HostSegment{Dst: weights.Tensors[p.t].Ptr + device.DevicePtr(p.off), Src: f.buf[p.at : p.at+p.n]}
+			n += p.n
+		}
+		reply := make(chan error, 1)
+		r, err := ask(ctx, w, &messages.CopyHtoDBatch{Ctx: ctx, Segments: segs, Reply: reply}, reply)
+		if err = errors.Join(err, r); err != nil {
+			return fmt.Errorf("copy chunk %d of %d (ending in %s): %w", f.k+1, len(plan), weights.Tensors[c[len(c)-1].t].Name, err)
+		}
+		done += n
+		if progress != nil {
+			el := time.Since(begin)
+			progress(device.LoadProgress{BytesDone: done, BytesTotal: weights.Bytes, Tensor: weights.Tensors[c[len(c)-1].t].Name,
+				Elapsed: el, BytesPerSecond: float64(done) / max(el.Seconds(), 1e-9)})
+		}
+		if err := ctx.Err(); err != nil && done < weights.Bytes {
+			return fmt.Errorf("cancelled after %d of %d B: %w", done, weights.Bytes, err)
+		}
+		free <- f.buf
+	}
+	return nil
+}
+
+// readChunk preads the chunk's pieces into buf. A file that ends early is
+// checkpoint.ErrTruncated: it shrank after Open checked it.
+func readChunk(ck *checkpoint.Checkpoint, weights *device.Weights, c []piece, buf []byte) error {
+	for _, p := range c {
+		t := weights.Tensors[p.t]
+		r, err := ck.Section(t.Name)
+		if err != nil {
+			return err
+		}
+		n, err := r.ReadAt(buf[p.at:p.at+p.n], p.off)
+		if int64(n) == p.n {
+			continue
+		}
+		if err == nil || errors.Is(err, io.EOF) {
+			return fmt.Errorf("read %s: %w: the file ended %d B into the tensor's %d B; it changed after Open checked it", t.Name, checkpoint.ErrTruncated, p.off+int64(n), t.Bytes)
+		}
+		return fmt.Errorf("read %s at %d of its %d B: %w: %w", t.Name, p.off, t.Bytes, checkpoint.ErrRead, err)
+	}
+	return nil
+}
+
+// WeightsAllocatedBytes is what Worker.LoadWeights of ck with layout ("" is
+// pooled) allocates on the device, in bytes: the pool (each non-empty tensor
+// at a 256-byte-aligned offset, the end rounded up to 256 B), or the sum of
+// the tensors for the discrete layout. A preflight counts it. Errors:
+// ErrInvalidValue for a nil checkpoint, a bad layout, or a total past
+// 2^63−1 bytes.
+func WeightsAllocatedBytes(ck *checkpoint.Checkpoint, layout device.Layout) (int64, error) {
+	if ck == nil {
+		return 0, fmt.Errorf("weights bytes: %w: nil checkpoint", ErrInvalidValue)
+	}
+	if err := (LoadOptions{Layout: layout}).Validate(); err != nil {
+		return 0, err
+	}
+	if layout == "" {
+		layout = device.LayoutPooled
+	}
+	_, items, err := weightLayout(ck.Tensors(), layout)
+	if err != nil {
+		return 0, err
+	}
+	return sumBytes(items), nil
+}

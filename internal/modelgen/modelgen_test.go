@@ -1,0 +1,210 @@
+package modelgen
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/checkpoint"
+)
+
+// TestGenerate writes a 2-layer Llama-shaped and a 2-layer Qwen3-MoE-shaped
+// model, reopens each with checkpoint.Open and checks: the names, dtypes and
+// shapes are the listing's; TotalBytes is the estimate for 2 layers; every
+// tensor's CRC-32C read back equals the manifest's; config.json says 2
+// layers and loads as the model the checkpoint is.
+func TestGenerate(t *testing.T) {
+	tests := []struct {
+		config     string
+		shardBytes int64
+		// tensors and bytes worked out by hand for 2 layers.
+		tensors int
+		bytes   int64
+		files   int
+	}{
+		// embed and lm_head 1024×256, 2 × (2 norms 256, q 256×256, k, v
+		// 64×256, o 256×256, gate, up, down 896×256), norm 256; BF16:
+		// (2·262144 + 2·(512 + 65536 + 2·16384 + 65536 + 3·229376) + 256)·2.
+		{config: "tiny-llama.json", tensors: 21, bytes: 2 * (2*262144 + 2*(512+65536+2*16384+65536+3*229376) + 256), files: 1},
+		// per layer 2 norms, q/k/v/o (q 256×256, k/v 64×256, o 256×256),
+		// q_norm/k_norm 32, router 8×256, 8 experts × 3 × 96×256; sharded in 1 MB.
+		{config: "tiny-qwen3-moe.json", shardBytes: 1_000_000, tensors: 2*(2+6+1+8*3) + 3,
+			bytes: 2 * (2*262144 + 2*(512+65536+2*16384+65536+64+2048+24*24576) + 256), files: 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.config, func(t *testing.T) {
+			r := ForTest(t, filepath.Join("testdata", tt.config), Options{Seed: 7, Layers: 2, ShardBytes: tt.shardBytes})
+			if r.Layers != 2 || len(r.Tensors) != tt.tensors || r.EstimatedBytes != tt.bytes ||
+				r.Manifest.TotalBytes != tt.bytes || len(r.Manifest.Files) != tt.files {
+				t.Fatalf("layers %d, tensors %d, estimate %d B, written %d B in %d files; want 2, %d, %d B, %d files",
+					r.Layers, len(r.Tensors), r.EstimatedBytes, r.Manifest.TotalBytes, len(r.Manifest.Files), tt.tensors, tt.bytes, tt.files)
+			}
+			ck, err := checkpoint.Open(r.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			if ck.TotalBytes() != r.EstimatedBytes {
+				t.Errorf("checkpoint %d B, estimate %d B", ck.TotalBytes(), r.EstimatedBytes)
+			}
+			var got, want []string
+			for _, tn := range ck.Tensors() {
+				got = append(got, tn.Name)
+			}
+			for _, s := range r.Tensors {
+				want = append(want, s.Name)
+				tn, ok := ck.Tensor(s.Name)
+				if !ok || tn.DType != s.DType || !slices.Equal(tn.Shape, s.Shape) {
+					t.Errorf("%s: file has %v %v (found %v), listing %v %v", s.Name, tn.DType, tn.Shape, ok, s.DType, s.Shape)
+					continue
+				}
+				sum, err := ck.Checksum(s.Name)
+				if err != nil || sum != r.Manifest.Checksums[s.Name] {
+					t.Errorf("%s: checksum %08x (%v), manifest %08x", s.Name, sum, err, r.Manifest.Checksums[s.Name])
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("names differ:\n file    %v\n listing %v", got, want)
+			}
+			cfg, err := arena.LoadConfig(r.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.NumLayers != 2 {
+				t.Errorf("config.json has %d layers, want 2", cfg.NumLayers)
+			}
+			est, err := arena.EstimateWeights(cfg, arena.WeightOptions{})
+			if err != nil || est.Bytes != ck.TotalBytes() {
+				t.Errorf("the folder's config estimates %d B (%v), its checkpoint holds %d B", est.Bytes, err, ck.TotalBytes())
+			}
+		})
+	}
+}
+
+// TestGenerateNemotronH: --layers cuts hybrid_override_pattern with
+// num_hidden_layers ("M*-E" → "M*-"), and the folder is the 3-block model:
+// a Mamba-2 mixer, attention and an MLP under backbone.layers.N.mixer, no
+// MoE tensor.
+func TestGenerateNemotronH(t *testing.T) {
+	r := ForTest(t, filepath.Join("testdata", "tiny-nemotron-h.json"), Options{Layers: 3})
+	cfg, err := arena.LoadConfig(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NumLayers != 3 || cfg.Counts.Mamba2 != 1 || cfg.Counts.FullAttention != 1 || cfg.Counts.DenseMLP != 1 || cfg.Counts.MoE != 0 {
+		t.Fatalf("config.json: %d layers, counts %+v; want M, *, -", cfg.NumLayers, cfg.Counts)
+	}
+	ck, err := checkpoint.Open(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	for _, name := range []string{"backbone.layers.0.mixer.A_log", "backbone.layers.1.mixer.q_proj.weight",
+		"backbone.layers.2.mixer.up_proj.weight", "backbone.norm_f.weight"} {
+		if _, ok := ck.Tensor(name); !ok {
+			t.Errorf("%s is missing", name)
+		}
+	}
+	if _, ok := ck.Tensor("backbone.layers.3.norm.weight"); ok {
+		t.Error("block 3 was written")
+	}
+	if ck.TotalBytes() != r.EstimatedBytes || ck.Len() != len(r.Tensors) {
+		t.Errorf("checkpoint %d B, %d tensors; estimate %d B, listing %d", ck.TotalBytes(), ck.Len(), r.EstimatedBytes, len(r.Tensors))
+	}
+}
+
+// TestGenerateGptOSS: --layers cuts layer_types with num_hidden_layers,
+// and the MXFP4 experts are written as gpt-oss stores them: per layer
+// gate_up_proj_blocks U8 [E, 2·I, H/32, 16] and _scales U8 [E, 2·I, H/32].
+func TestGenerateGptOSS(t *testing.T) {
+	r := ForTest(t, filepath.Join("testdata", "tiny-gpt-oss.json"), Options{Layers: 2})
+	cfg, err := arena.LoadConfig(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NumLayers != 2 || cfg.Counts.SlidingAttention != 1 || cfg.Counts.FullAttention != 1 {
+		t.Fatalf("config.json: %d layers, counts %+v; want sliding then full", cfg.NumLayers, cfg.Counts)
+	}
+	ck, err := checkpoint.Open(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	for _, w := range []struct {
+		name  string
+		dtype checkpoint.DType
+		shape []int64
+	}{
+		{"model.layers.1.mlp.experts.gate_up_proj_blocks", checkpoint.U8, []int64{4, 512, 8, 16}},
+		{"model.layers.1.mlp.experts.gate_up_proj_scales", checkpoint.U8, []int64{4, 512, 8}},
+		{"model.layers.1.mlp.experts.down_proj_blocks", checkpoint.U8, []int64{4, 256, 8, 16}},
+		{"model.layers.1.mlp.experts.down_proj_bias", checkpoint.BF16, []int64{4, 256}},
+		{"model.layers.0.self_attn.sinks", checkpoint.BF16, []int64{8}},
+		{"model.layers.0.mlp.router.weight", checkpoint.BF16, []int64{4, 256}},
+	} {
+		tn, ok := ck.Tensor(w.name)
+		if !ok || tn.DType != w.dtype || !slices.Equal(tn.Shape, w.shape) {
+			t.Errorf("%s: %v %v (found %v), want %v %v", w.name, tn.DType, tn.Shape, ok, w.dtype, w.shape)
+		}
+	}
+	if ck.TotalBytes() != r.EstimatedBytes || ck.Len() != 2*19+3 {
+		t.Errorf("checkpoint %d B, %d tensors; want %d B (the estimate), %d", ck.TotalBytes(), ck.Len(), r.EstimatedBytes, 2*19+3)
+	}
+}
+
+// TestGenerateDeterministic: the same seed gives the same bytes, another
+// seed other bytes.
+func TestGenerateDeterministic(t *testing.T) {
+	cfg := filepath.Join("testdata", "tiny-llama.json")
+	a := ForTest(t, cfg, Options{Seed: 1, Layers: 1})
+	b := ForTest(t, cfg, Options{Seed: 1, Layers: 1})
+	c := ForTest(t, cfg, Options{Seed: 2, Layers: 1})
+	const name = "model.layers.0.self_attn.q_proj.weight"
+	if a.Manifest.Checksums[name] != b.Manifest.Checksums[name] {
+		t.Errorf("seed 1 twice: %08x and %08x", a.Manifest.Checksums[name], b.Manifest.Checksums[name])
+	}
+	if a.Manifest.Checksums[name] == c.Manifest.Checksums[name] {
+		t.Errorf("seeds 1 and 2 give the same %08x", a.Manifest.Checksums[name])
+	}
+}
+
+// TestGenerateErrors: a non-empty folder, a layer count the config does not
+// have, a family without listed names; nothing is written.
+func TestGenerateErrors(t *testing.T) {
+	cfg := filepath.Join("testdata", "tiny-llama.json")
+	t.Run("not empty", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Generate(cfg, dir, Options{Layers: 1})
+		var oe *OutputError
+		if !errors.Is(err, ErrNotEmpty) || !errors.As(err, &oe) || oe.Dir != dir || oe.Entries != 1 {
+			t.Fatalf("err = %v, want an *OutputError for %s with 1 entry", err, dir)
+		}
+	})
+	for _, layers := range []int64{-1, 5} {
+		t.Run("layers", func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			_, err := Generate(cfg, dir, Options{Layers: layers})
+			var le *LayersError
+			if !errors.Is(err, ErrLayers) || !errors.As(err, &le) || le.Layers != layers || le.Max != 4 {
+				t.Fatalf("err = %v, want a *LayersError for %d of 4", err, layers)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s was created", dir)
+			}
+		})
+	}
+	t.Run("not listed", func(t *testing.T) {
+		_, err := Generate(filepath.Join("..", "..", "examples", "configs", "deepseek-v4-flash.json"), t.TempDir(), Options{})
+		if !errors.Is(err, arena.ErrNoCheckpointNames) {
+			t.Fatalf("err = %v, want arena.ErrNoCheckpointNames", err)
+		}
+	})
+}

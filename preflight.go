@@ -23,7 +23,10 @@ type preflightConfig struct {
 // PreflightWeights counts the checkpoint at path (as LoadWeights takes it)
 // with the exact bytes a LoadWeights of it with layout ("" is pooled) will
 // allocate, read from its headers (nothing else of the files is read).
-// Without it the fit counts the weights as arena.EstimateWeights sizes them
+// Pooled, the report gives the tensors (CheckpointWeightBytes) and the
+// pool's alignment padding (WeightPaddingBytes) apart; discrete, the
+// tensors alone (there is no padding). Without it the fit counts the
+// weights as arena.EstimateWeights sizes them
 // from cfg. Leave it out for weights already loaded: the ledger holds them,
 // and Preflight counts what the ledger holds.
 func PreflightWeights(path string, layout device.Layout) PreflightOption {
@@ -80,12 +83,19 @@ func (m *Manager) Preflight(ctx context.Context, plan *arena.Plan, cfg *arena.Mo
 		if err != nil {
 			return nil, err
 		}
-		n, err := gpuworker.WeightsAllocatedBytes(ck, c.weightsLayout)
-		ck.Close()
-		if err != nil {
-			return nil, err
+		if c.weightsLayout == "" || c.weightsLayout == device.LayoutPooled {
+			// The fit counts the tensors and the pool's padding apart, by
+			// the rule the pooled load allocates with (arena.PoolOffsets).
+			fo.CheckpointPooledTensorBytes = gpuworker.TensorBytes(ck.Tensors())
+			ck.Close()
+		} else {
+			n, err := gpuworker.WeightsAllocatedBytes(ck, c.weightsLayout)
+			ck.Close()
+			if err != nil {
+				return nil, err
+			}
+			fo.CheckpointWeightBytes = &n
 		}
-		fo.CheckpointWeightBytes = &n
 	}
 	dev, err := m.fitDevice(ctx)
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/checkpoint"
 	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/modelgen"
 )
 
 // tinyLlama is the config of llamaTensors' model, and a plan for it.
@@ -66,7 +68,8 @@ func TestPreflightExactCapacity(t *testing.T) {
 			t.Fatalf("u=%g: build after a fitting preflight and the load: %v", u.f, err)
 		}
 		// The ledger matches the fit to the byte (issue item 5).
-		if got := mustLedger(t, m).BytesByOwner(); got[device.WeightsOwner] != r.WeightBytes || got[device.ArenaOwner] != r.ArenaBytes {
+		if got := mustLedger(t, m).BytesByOwner(); got[device.WeightsOwner] != r.WeightBytes ||
+			r.WeightBytes != r.CheckpointWeightBytes+r.WeightPaddingBytes || got[device.ArenaOwner] != r.ArenaBytes {
 			t.Fatalf("ledger by owner %v; the fit says weights %d, arena %d", got, r.WeightBytes, r.ArenaBytes)
 		}
 		// What the ledger holds now counts as used: the same plan again
@@ -79,6 +82,67 @@ func TestPreflightExactCapacity(t *testing.T) {
 		r, err = small.Preflight(ctx, plan, cfg, gpuarena.PreflightWeights(dir, device.LayoutPooled))
 		if err != nil || r.Fits || r.ShortfallBytes != 1 {
 			t.Fatalf("u=%g capacity %d: %+v, %v; want no fit, short by 1 B", u.f, capacity-1, r, err)
+		}
+	}
+}
+
+// The ledger matches the fit to the byte (issue item 5), with the pool's
+// padding on its own line: a generated, sharded Qwen3-MoE checkpoint whose
+// tensor sizes are not all multiples of 256 B, loaded pooled and built on
+// hostsim, holds exactly the checkpoint's bytes plus the fit's padding for
+// "weights" and the fit's arena bytes for "arena"; discrete, no padding.
+func TestPreflightLedgerMatchesFit(t *testing.T) {
+	ctx := context.Background()
+	gen := modelgen.ForTest(t, "internal/modelgen/testdata/tiny-qwen3-moe.json", modelgen.Options{Seed: 5, Layers: 2, ShardBytes: 1_500_000})
+	ck, err := checkpoint.Open(gen.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The padding counted tensor by tensor, apart from arena.PoolOffsets.
+	var pad int64
+	odd := 0
+	for _, tn := range ck.Tensors() {
+		if r := tn.Bytes % arena.PoolAlign; r != 0 {
+			pad += arena.PoolAlign - r
+			odd++
+		}
+	}
+	ck.Close()
+	if odd == 0 || len(gen.Manifest.Files) < 2 {
+		t.Fatalf("%d tensors not a multiple of 256 B in %d shards; want some, sharded", odd, len(gen.Manifest.Files))
+	}
+	cfg, err := arena.LoadConfig(gen.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := arena.PlanFor(cfg, arena.Options{MaxBatchTokens: 64, MaxSeqLen: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		layout  device.Layout
+		wantPad int64
+	}{{device.LayoutPooled, pad}, {device.LayoutDiscrete, 0}} {
+		m, _ := countingManager(t, 1<<30)
+		r, err := m.Preflight(ctx, plan, cfg, gpuarena.PreflightWeights(gen.Dir, tc.layout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Fits || r.CheckpointWeightBytes != gen.Manifest.TotalBytes || r.WeightPaddingBytes != tc.wantPad ||
+			r.WeightBytes != gen.Manifest.TotalBytes+tc.wantPad {
+			t.Fatalf("%s: fits %v, tensors %d B, padding %d B, weights %d B; want a fit, %d B + %d B",
+				tc.layout, r.Fits, r.CheckpointWeightBytes, r.WeightPaddingBytes, r.WeightBytes, gen.Manifest.TotalBytes, tc.wantPad)
+		}
+		if _, err := m.LoadWeights(ctx, gen.Dir, gpuarena.WithWeightsLayout(tc.layout)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.BuildArena(ctx, plan); err != nil {
+			t.Fatal(err)
+		}
+		got := mustLedger(t, m).BytesByOwner()
+		if got[device.WeightsOwner] != r.CheckpointWeightBytes+r.WeightPaddingBytes || got[device.ArenaOwner] != r.ArenaBytes {
+			t.Errorf("%s: ledger by owner %v; the fit says weights %d + padding %d, arena %d",
+				tc.layout, got, r.CheckpointWeightBytes, r.WeightPaddingBytes, r.ArenaBytes)
 		}
 	}
 }

@@ -68,6 +68,17 @@ type FitOptions struct {
 	// the estimate beside it); a negative one is an *OptionError for
 	// "checkpoint_weight_bytes".
 	CheckpointWeightBytes *int64
+	// CheckpointPooledTensorBytes is the checkpoint's tensor sizes in
+	// bytes (gpuworker.TensorBytes of its headers), for weights loaded in
+	// one pooled allocation (the loader's default layout). Set (non-nil),
+	// the report's CheckpointWeightBytes is their sum, WeightPaddingBytes is
+	// PooledBytes(sizes) − that sum (each tensor at a PoolAlign-aligned
+	// offset, the pool's end rounded up), and the fit counts the two
+	// together: exactly what the pooled load allocates. With
+	// CheckpointWeightBytes also set, the two must agree. Errors: an
+	// *OptionError for "checkpoint_pooled_tensor_bytes" (a negative size, a
+	// sum other than CheckpointWeightBytes); an *OverflowError.
+	CheckpointPooledTensorBytes []int64
 }
 
 // FitItem is one consumer of the budget, for FitReport.Largest.
@@ -126,8 +137,9 @@ type FitReport struct {
 	ProcessBudgetBytes int64 `json:"process_budget_bytes"`
 	// UsedByOthersBytes is Device.TotalBytes − Device.FreeBytes.
 	UsedByOthersBytes int64 `json:"used_by_others_bytes"`
-	// WeightBytes is FitOptions.CheckpointWeightBytes when set, else
-	// Weights.Bytes; 0 with FitOptions.ExcludeWeights.
+	// WeightBytes is what the fit counts for the weights, in bytes:
+	// CheckpointWeightBytes + WeightPaddingBytes when the checkpoint's
+	// sizes were given, else Weights.Bytes; 0 with FitOptions.ExcludeWeights.
 	WeightBytes int64 `json:"weight_bytes"`
 	// WeightSource is where WeightBytes comes from: "estimate"
 	// (EstimateWeights from config.json) or "checkpoint" (the safetensors
@@ -136,8 +148,16 @@ type FitReport struct {
 	// EstimatedWeightBytes is Weights.Bytes, the estimate from config.json,
 	// whichever source the fit counts.
 	EstimatedWeightBytes int64 `json:"estimated_weight_bytes"`
-	// CheckpointWeightBytes is FitOptions.CheckpointWeightBytes, 0 when unset.
+	// CheckpointWeightBytes is the checkpoint's tensor bytes
+	// (FitOptions.CheckpointWeightBytes, or the sum of
+	// FitOptions.CheckpointPooledTensorBytes), 0 when neither is set.
 	CheckpointWeightBytes int64 `json:"checkpoint_weight_bytes"`
+	// WeightPaddingBytes is the pooled weights allocation's alignment
+	// padding in bytes, PooledBytes(FitOptions.CheckpointPooledTensorBytes)
+	// − CheckpointWeightBytes; 0 without pooled tensor sizes. After a pooled
+	// load of that checkpoint, the ledger's bytes held by the "weights"
+	// owner are CheckpointWeightBytes + WeightPaddingBytes.
+	WeightPaddingBytes int64 `json:"weight_padding_bytes"`
 	// Weights is the weight estimate, tensor by tensor.
 	Weights *WeightReport `json:"weights"`
 	// ArenaBytes is the pooled arena: the plan's buffers laid out by
@@ -212,8 +232,10 @@ func (r FitReport) MarshalJSON() ([]byte, error) {
 // hold all of the budget (Budget's *BudgetError) make a report that does
 // not fit, not an error. Errors: an *OptionError (errors.Is
 // ErrInvalidOption) for a set gpu_memory_utilization outside (0, 1], a
-// negative reserve_bytes, an unsupported weight_dtype, total_bytes ≤ 0 or
-// free_bytes outside [0, total_bytes]; a *ConfigError for a nil or
+// negative reserve_bytes, an unsupported weight_dtype, total_bytes ≤ 0,
+// free_bytes outside [0, total_bytes], a negative checkpoint_weight_bytes,
+// or checkpoint_pooled_tensor_bytes with a negative size or a sum other than
+// a set checkpoint_weight_bytes; a *ConfigError for a nil or
 // mismatched cfg; an *OverflowError; an error for a nil plan.
 func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitReport, error) {
 	switch {
@@ -265,8 +287,11 @@ type fitParams struct {
 	reserveBytes   int64
 	weights        WeightOptions
 	excludeWeights bool
-	// exactWeights is FitOptions.CheckpointWeightBytes, -1 when unset.
+	// exactWeights is FitOptions.CheckpointWeightBytes (or the sum of
+	// CheckpointPooledTensorBytes), -1 when neither is set.
 	exactWeights int64
+	// weightPadding is the pooled weights' alignment padding, in bytes.
+	weightPadding int64
 }
 
 // resolve validates the options and fills their defaults.
@@ -278,6 +303,27 @@ func (o FitOptions) resolve() (fitParams, error) {
 			return p, &OptionError{Option: "checkpoint_weight_bytes", Value: *o.CheckpointWeightBytes, Reason: "must not be negative"}
 		}
 		p.exactWeights = *o.CheckpointWeightBytes
+	}
+	if o.CheckpointPooledTensorBytes != nil {
+		const name = "checkpoint_pooled_tensor_bytes"
+		for i, n := range o.CheckpointPooledTensorBytes {
+			if n < 0 {
+				return p, &OptionError{Option: name, Value: n, Reason: fmt.Sprintf("tensor %d must not be negative", i)}
+			}
+		}
+		sum, err := CheckedSum(name, o.CheckpointPooledTensorBytes...)
+		if err != nil {
+			return p, err
+		}
+		if p.exactWeights >= 0 && p.exactWeights != sum {
+			return p, &OptionError{Option: name, Value: sum,
+				Reason: fmt.Sprintf("the tensors sum to %d B but checkpoint_weight_bytes is %d B", sum, p.exactWeights)}
+		}
+		pooled, err := PooledBytes(o.CheckpointPooledTensorBytes)
+		if err != nil {
+			return p, err
+		}
+		p.exactWeights, p.weightPadding = sum, pooled-sum
 	}
 	if o.GPUMemoryUtilization != nil {
 		if err := ValidateGPUMemoryUtilization(*o.GPUMemoryUtilization); err != nil {
@@ -334,7 +380,10 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	r.WeightSource, r.EstimatedWeightBytes = "estimate", f.weights.Bytes
 	weightBytes := f.weights.Bytes
 	if f.opts.exactWeights >= 0 {
-		r.WeightSource, r.CheckpointWeightBytes, weightBytes = "checkpoint", f.opts.exactWeights, f.opts.exactWeights
+		r.WeightSource, r.CheckpointWeightBytes, r.WeightPaddingBytes = "checkpoint", f.opts.exactWeights, f.opts.weightPadding
+		if weightBytes, err = CheckedAdd(what+" weights and their pool padding", f.opts.exactWeights, f.opts.weightPadding); err != nil {
+			return nil, err
+		}
 	}
 	if !f.opts.excludeWeights {
 		r.WeightBytes = weightBytes
@@ -487,7 +536,11 @@ func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 		add("the weights (%d B) are excluded: they are elsewhere or already counted as used", f.weights.Bytes)
 	} else if f.opts.exactWeights >= 0 {
 		add("weights: %d B (%s) from the checkpoint's headers; the estimate from config.json is %d B (%+d B)",
-			r.WeightBytes, HumanBytes(r.WeightBytes), f.weights.Bytes, f.weights.Bytes-r.WeightBytes)
+			r.CheckpointWeightBytes, HumanBytes(r.CheckpointWeightBytes), f.weights.Bytes, f.weights.Bytes-r.CheckpointWeightBytes)
+		if r.WeightPaddingBytes > 0 {
+			add("weights: %d B of %d-byte alignment padding in the pooled allocation (%d B in all)",
+				r.WeightPaddingBytes, PoolAlign, r.CheckpointWeightBytes+r.WeightPaddingBytes)
+		}
 	} else {
 		add("weights: %d B (%s) for %d params",
 			r.WeightBytes, HumanBytes(r.WeightBytes), f.weights.TotalParams)
@@ -551,6 +604,7 @@ func (r *FitReport) LogValue() slog.Value {
 		slog.Int64("process_budget_bytes", r.ProcessBudgetBytes),
 		slog.Int64("used_by_others_bytes", r.UsedByOthersBytes),
 		slog.Int64("weight_bytes", r.WeightBytes),
+		slog.Int64("weight_padding_bytes", r.WeightPaddingBytes),
 		slog.Int64("arena_bytes", r.ArenaBytes),
 		slog.Int64("slab_bytes", r.SlabBytes),
 		slog.Int64("reserve_bytes", r.ReserveBytes),

@@ -500,3 +500,38 @@ func TestFitCheckpointWeightBytes(t *testing.T) {
 		}
 	})
 }
+
+// TestFitCheckpointPooledTensorBytes: the checkpoint's tensor sizes give the
+// tensors and the pooled allocation's padding as two lines that add up to
+// what the fit counts; sizes that disagree with CheckpointWeightBytes, or a
+// negative one, are *OptionErrors.
+func TestFitCheckpointPooledTensorBytes(t *testing.T) {
+	dev := DeviceMemory{TotalBytes: h200Bytes, FreeBytes: h200Bytes}
+	// 1000 B (pad 24), 0 B (none), 512 B (none), 1 B (pad 255), 257 B (pad 255).
+	sizes := []int64{1000, 0, 512, 1, 257}
+	const sum, pad = 1770, 24 + 255 + 255
+	_, est := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{})
+	_, r := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{CheckpointPooledTensorBytes: sizes})
+	if r.WeightSource != "checkpoint" || r.CheckpointWeightBytes != sum || r.WeightPaddingBytes != pad || r.WeightBytes != sum+pad {
+		t.Errorf("source %q, tensors %d, padding %d, weights %d; want checkpoint, %d, %d, %d",
+			r.WeightSource, r.CheckpointWeightBytes, r.WeightPaddingBytes, r.WeightBytes, sum, pad, sum+pad)
+	}
+	if want := est.RequiredBytes - est.WeightBytes + sum + pad; r.RequiredBytes != want {
+		t.Errorf("required %d B, want %d", r.RequiredBytes, want)
+	}
+	same := int64(sum)
+	if _, r2 := fitExample(t, "llama-3.1-8b.json", Options{}, dev, FitOptions{CheckpointWeightBytes: &same, CheckpointPooledTensorBytes: sizes}); r2.WeightBytes != sum+pad {
+		t.Errorf("with agreeing checkpoint_weight_bytes: weights %d, want %d", r2.WeightBytes, sum+pad)
+	}
+	cfg, plan := planExample(t, "llama-3.1-8b.json", Options{})
+	other := int64(sum + 1)
+	for _, fo := range []FitOptions{
+		{CheckpointWeightBytes: &other, CheckpointPooledTensorBytes: sizes},
+		{CheckpointPooledTensorBytes: []int64{5, -1}},
+	} {
+		var oe *OptionError
+		if _, err := Fit(plan, cfg, dev, fo); !errors.As(err, &oe) || oe.Option != "checkpoint_pooled_tensor_bytes" {
+			t.Errorf("%+v: err = %v, want an *OptionError for checkpoint_pooled_tensor_bytes", fo, err)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package arena
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // PoolAlign is the alignment of every buffer inside a pooled arena, in bytes:
 // cudaMalloc's own guarantee (256 B), enough for any vectorised load.
@@ -55,4 +58,50 @@ func naming(err error, id BufferID) error {
 		o.What += " of " + id.String()
 	}
 	return err
+}
+
+// PoolOffsets lays out items of sizes (in bytes, each ≥ 0) in one pooled
+// allocation, the rule the pooled arena and the pooled weights both use:
+// in order, each non-empty item at the first PoolAlign-aligned offset past
+// the previous one's end; an empty item gets no memory and offset -1.
+// total is the pool's size in bytes: the last item's end rounded up to
+// PoolAlign, 0 when every item is empty. Since each item starts aligned,
+// total is the sum of the non-empty sizes each rounded up to PoolAlign,
+// whatever their order.
+//
+// Errors: an *OptionError ("item_bytes") for a negative size; an
+// *OverflowError when an offset or the total passes 2^63−1.
+func PoolOffsets(sizes []int64) (offsets []int64, total int64, err error) {
+	offsets = make([]int64, len(sizes))
+	var end int64
+	for i, n := range sizes {
+		if n < 0 {
+			return nil, 0, &OptionError{Option: "item_bytes", Value: n, Reason: fmt.Sprintf("item %d must not be negative", i)}
+		}
+		if n == 0 {
+			offsets[i] = -1
+			continue
+		}
+		off, err := alignUp("pool offset", end, PoolAlign)
+		if err != nil {
+			return nil, 0, err
+		}
+		offsets[i] = off
+		if end, err = CheckedAdd("pool end", off, n); err != nil {
+			return nil, 0, err
+		}
+	}
+	if total, err = alignUp("pool size", end, PoolAlign); err != nil {
+		return nil, 0, err
+	}
+	return offsets, total, nil
+}
+
+// PooledBytes is the size in bytes of one pooled allocation holding items of
+// sizes (PoolOffsets' total): what a pooled weights load allocates for a
+// checkpoint's tensors. PooledBytes(sizes) − the sum of sizes is the pool's
+// alignment padding. Errors: PoolOffsets'.
+func PooledBytes(sizes []int64) (int64, error) {
+	_, total, err := PoolOffsets(sizes)
+	return total, err
 }

@@ -70,3 +70,42 @@ func TestPoolLayoutOverflowNamesTheBuffer(t *testing.T) {
 		t.Fatalf("NewPoolLayout: %v, want an *OverflowError for %q", err, "pool offset of logits")
 	}
 }
+
+// PoolOffsets places each non-empty item at the next 256-byte-aligned
+// offset and rounds the end up; PooledBytes is that total; a negative size
+// is an *OptionError and an aligned total past 2^63−1 an *OverflowError.
+func TestPoolOffsets(t *testing.T) {
+	offs, total, err := PoolOffsets([]int64{1000, 0, 512, 1, 257})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{0, -1, 1024, 1536, 1792}
+	for i := range want {
+		if offs[i] != want[i] {
+			t.Errorf("offsets %v, want %v", offs, want)
+			break
+		}
+	}
+	if total != 2304 {
+		t.Errorf("total %d B, want 2304", total)
+	}
+	for _, c := range []struct {
+		sizes []int64
+		want  int64
+	}{{nil, 0}, {[]int64{0, 0}, 0}, {[]int64{256}, 256}, {[]int64{1}, 256}, {[]int64{255, 257}, 768}} {
+		if got, err := PooledBytes(c.sizes); err != nil || got != c.want {
+			t.Errorf("PooledBytes(%v) = %d, %v; want %d", c.sizes, got, err, c.want)
+		}
+	}
+	var oe *OptionError
+	if _, err := PooledBytes([]int64{1, -2}); !errors.As(err, &oe) {
+		t.Errorf("negative size: err = %v, want an *OptionError", err)
+	}
+	var ov *OverflowError
+	if _, err := PooledBytes([]int64{math.MaxInt64 - 100}); !errors.As(err, &ov) {
+		t.Errorf("past 2^63−1: err = %v, want an *OverflowError", err)
+	}
+	if _, err := PooledBytes([]int64{math.MaxInt64 / 2, math.MaxInt64 / 2, 300}); !errors.As(err, &ov) {
+		t.Errorf("sum past 2^63−1: err = %v, want an *OverflowError", err)
+	}
+}

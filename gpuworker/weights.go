@@ -195,7 +195,13 @@ func weightLayout(tensors []checkpoint.Tensor, layout device.Layout) ([]device.W
 	wt := make([]device.WeightTensor, len(tensors))
 	var items []messages.AllocItem
 	var pool messages.AllocItem
-	var end int64
+	var offsets []int64
+	if layout != device.LayoutDiscrete {
+		var err error
+		if offsets, pool.Bytes, err = arena.PoolOffsets(TensorBytes(tensors)); err != nil {
+			return nil, nil, fmt.Errorf("load weights: %w: weights pool: %w", ErrInvalidValue, err)
+		}
+	}
 	for i, t := range tensors {
 		wt[i] = device.WeightTensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Bytes}
 		if t.Bytes == 0 {
@@ -205,22 +211,11 @@ func weightLayout(tensors []checkpoint.Tensor, layout device.Layout) ([]device.W
 			items = append(items, messages.AllocItem{Label: t.Name, Bytes: t.Bytes})
 			continue
 		}
-		off, err := alignUp("weights pool offset of "+t.Name, end, arena.PoolAlign)
-		if err == nil {
-			end, err = arena.CheckedAdd("weights pool end at "+t.Name, off, t.Bytes)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("load weights: %w: %w", ErrInvalidValue, err)
-		}
-		wt[i].Ptr = device.DevicePtr(off)
-		pool.Views = append(pool.Views, messages.PoolView{Label: t.Name, Offset: off, Bytes: t.Bytes})
+		wt[i].Ptr = device.DevicePtr(offsets[i])
+		pool.Views = append(pool.Views, messages.PoolView{Label: t.Name, Offset: offsets[i], Bytes: t.Bytes})
 	}
-	if layout == device.LayoutPooled && end > 0 {
-		n, err := alignUp("weights pool size", end, arena.PoolAlign)
-		if err != nil {
-			return nil, nil, fmt.Errorf("load weights: %w: %w", ErrInvalidValue, err)
-		}
-		pool.Label, pool.Bytes = device.WeightsPoolLabel, n
+	if layout == device.LayoutPooled && pool.Bytes > 0 {
+		pool.Label = device.WeightsPoolLabel
 		items = append(items, pool)
 	}
 	if _, err := arena.CheckedSum("weights total", bytesOf(items)...); err != nil {
@@ -229,14 +224,14 @@ func weightLayout(tensors []checkpoint.Tensor, layout device.Layout) ([]device.W
 	return wt, items, nil
 }
 
-// alignUp is x rounded up to a multiple of align (a power of two), or an
-// *arena.OverflowError naming what when that passes 2^63−1.
-func alignUp(what string, x, align int64) (int64, error) {
-	y, err := arena.CheckedAdd(what, x, align-1)
-	if err != nil {
-		return 0, err
+// TensorBytes is the tensors' sizes in bytes, in order: what
+// arena.PooledBytes and arena.FitOptions.CheckpointPooledTensorBytes take.
+func TensorBytes(tensors []checkpoint.Tensor) []int64 {
+	out := make([]int64, len(tensors))
+	for i, t := range tensors {
+		out[i] = t.Bytes
 	}
-	return y &^ (align - 1), nil
+	return out
 }
 
 // bytesOf is the items' sizes.

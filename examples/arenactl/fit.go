@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/checkpoint"
+	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
 const fitLong = `Fit checks, without touching a device, whether the model fits on a device of
@@ -24,8 +25,12 @@ processes, under --gpu-memory-utilization (design.md §6):
 
 --model DIR takes a model folder (config.json and its safetensors files, as
 vLLM and Hugging Face take it): the weights then count as the exact bytes
-the checkpoint's headers state (no tensor data is read), and the report
-shows the estimate from config.json beside them. --config may then be left
+the checkpoint's headers state (no tensor data is read) plus the padding
+of the pooled allocation the loader makes (each tensor at a 256-byte-aligned
+offset), each on its own line, with the estimate from config.json beside
+them. After "run --model" loads that checkpoint (pooled) and builds the
+arena, the ledger holds exactly tensors + pool padding for the "weights"
+owner and the arena line for "arena". --config may then be left
 out (it defaults to DIR).
 
 Unset, --gpu-memory-utilization is 0.9 and --reserve 1 GiB; --reserve 0
@@ -133,11 +138,11 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 		return err
 	}
 	if c.model != "" {
-		exact, err := checkpointBytes(c.model)
+		sizes, err := checkpointTensorBytes(c.model)
 		if err != nil {
 			return fmt.Errorf("--model: %w", err)
 		}
-		opts.CheckpointWeightBytes = &exact
+		opts.CheckpointPooledTensorBytes = sizes
 	}
 	dev := arena.DeviceMemory{TotalBytes: int64(c.memory), FreeBytes: int64(c.memory - c.used)}
 	r, err := arena.Fit(plan, cfg, dev, opts)
@@ -178,6 +183,8 @@ func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport)
 	row(tw, "weights", weights)
 	if r.WeightSource == "checkpoint" {
 		row(tw, "  from", "the checkpoint's safetensors headers")
+		row(tw, "  tensors", bytesAndHuman(r.CheckpointWeightBytes))
+		row(tw, "  pool padding", fmt.Sprintf("%s (each tensor at a %d-byte-aligned offset of one pooled allocation)", bytesAndHuman(r.WeightPaddingBytes), arena.PoolAlign))
 		row(tw, "  estimate", fmt.Sprintf("%s from config.json (%+d B against the checkpoint)", bytesAndHuman(r.EstimatedWeightBytes), r.EstimatedWeightBytes-r.CheckpointWeightBytes))
 	}
 	row(tw, "arena", bytesAndHuman(r.ArenaBytes))
@@ -236,14 +243,16 @@ func writeSuggestions(w io.Writer, s *arena.FitSuggestions) {
 	}
 }
 
-// checkpointBytes is the total tensor bytes of the safetensors checkpoint in
-// the model folder dir, from its headers only (checkpoint.Open checks every
-// header and reads no tensor data). Errors: checkpoint.Open's *checkpoint.Error.
-func checkpointBytes(dir string) (int64, error) {
+// checkpointTensorBytes is the sizes in bytes of the tensors of the
+// safetensors checkpoint in the model folder dir, from its headers only
+// (checkpoint.Open checks every header and reads no tensor data), for the
+// fit to count them as a pooled load allocates them (tensors plus padding).
+// Errors: checkpoint.Open's *checkpoint.Error.
+func checkpointTensorBytes(dir string) ([]int64, error) {
 	ck, err := checkpoint.Open(dir)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	total := ck.TotalBytes()
-	return total, ck.Close()
+	sizes := gpuworker.TensorBytes(ck.Tensors())
+	return sizes, ck.Close()
 }

@@ -129,17 +129,24 @@ func TestFitModel(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &fr); err != nil {
 			t.Fatal(err)
 		}
-		if fr.WeightSource != "checkpoint" || fr.WeightBytes != s.Bytes || fr.CheckpointWeightBytes != s.Bytes ||
-			fr.EstimatedWeightBytes != s.Bytes || fr.ModelType != "qwen3_moe" || !fr.Fits {
-			t.Errorf("fit: source %q, weights %d, checkpoint %d, estimate %d, %s, fits %v; want checkpoint, %d ×3",
-				fr.WeightSource, fr.WeightBytes, fr.CheckpointWeightBytes, fr.EstimatedWeightBytes, fr.ModelType, fr.Fits, s.Bytes)
+		pad := poolPadding(t, dir)
+		if pad != 768 {
+			t.Fatalf("the generated checkpoint's pool padding is %d B, want 768 (the text below counts on it)", pad)
+		}
+		if fr.WeightSource != "checkpoint" || fr.WeightBytes != s.Bytes+pad || fr.CheckpointWeightBytes != s.Bytes ||
+			fr.WeightPaddingBytes != pad || fr.EstimatedWeightBytes != s.Bytes || fr.ModelType != "qwen3_moe" || !fr.Fits {
+			t.Errorf("fit: source %q, weights %d, checkpoint %d, padding %d, estimate %d, %s, fits %v; want checkpoint, %d + %d, %d, %d, %d",
+				fr.WeightSource, fr.WeightBytes, fr.CheckpointWeightBytes, fr.WeightPaddingBytes, fr.EstimatedWeightBytes, fr.ModelType, fr.Fits,
+				s.Bytes, pad, s.Bytes, pad, s.Bytes)
 		}
 	})
 	t.Run("text", func(t *testing.T) {
 		r := cli(t, args...).mustSucceed(t)
 		for _, want := range []string{
-			"weights                   4074240 B (3.89 MiB)",
+			"weights                   4075008 B (3.89 MiB)",
 			"  from                    the checkpoint's safetensors headers",
+			"  tensors                 4074240 B (3.89 MiB)",
+			"  pool padding            768 B (each tensor at a 256-byte-aligned offset of one pooled allocation)",
 			"  estimate                4074240 B (3.89 MiB) from config.json (+0 B against the checkpoint)",
 		} {
 			if !strings.Contains(r.stdout, want) {
@@ -157,8 +164,10 @@ func TestFitModel(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &fr); err != nil {
 			t.Fatal(err)
 		}
-		if fr.WeightBytes != s4.Bytes || fr.EstimatedWeightBytes != s.Bytes {
-			t.Errorf("weights %d B, estimate %d B; want %d B (4 layers), %d B (2 layers)", fr.WeightBytes, fr.EstimatedWeightBytes, s4.Bytes, s.Bytes)
+		pad := poolPadding(t, big)
+		if fr.CheckpointWeightBytes != s4.Bytes || fr.WeightPaddingBytes != pad || fr.WeightBytes != s4.Bytes+pad || fr.EstimatedWeightBytes != s.Bytes {
+			t.Errorf("weights %d B (tensors %d B, padding %d B), estimate %d B; want %d B + %d B (4 layers), %d B (2 layers)",
+				fr.WeightBytes, fr.CheckpointWeightBytes, fr.WeightPaddingBytes, fr.EstimatedWeightBytes, s4.Bytes, pad, s.Bytes)
 		}
 	})
 	t.Run("errors", func(t *testing.T) {
@@ -177,4 +186,21 @@ func TestFitModel(t *testing.T) {
 			t.Errorf("folder without safetensors: exit %d, stderr %q", r.code, r.stderr)
 		}
 	})
+}
+
+// poolPadding is the alignment padding of the pooled allocation of the
+// checkpoint in dir, counted here tensor by tensor (each non-empty one
+// rounded up to 256 B), apart from arena.PoolOffsets.
+func poolPadding(t *testing.T, dir string) int64 {
+	t.Helper()
+	ck, err := checkpoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var pad int64
+	for _, tn := range ck.Tensors() {
+		pad += (256 - tn.Bytes%256) % 256
+	}
+	return pad
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"time"
 
@@ -44,6 +45,13 @@ weights_allocated_bytes, weights_load_ms and weights_load_gbps, and the
 device must lose exactly arena_bytes + weights_allocated_bytes to the load
 and build (hostsim) and get them back after the release.
 
+The load's progress goes to stderr, never into --json's stdout: on a
+terminal a progress bar (bytes done of total, rate, time left, the tensor
+being copied); otherwise plain lines, one each time another 10% of the
+bytes is on the device, the last at 100%:
+
+  weights:  10%  1677721600 of 16060522496 B  12.34 GB/s  model.layers.3.mlp.up_proj.weight
+
 --json prints {"arena_bytes", "build_ms", "steps", "max_concurrent_forwards",
 "backend_threads", "ledger_bytes_after_release", "goroutines_before",
 "goroutines_after", "device_free_before", "device_free_built",
@@ -64,7 +72,8 @@ type runCmd struct {
 	layout      string
 	ledgerOut   string
 	jsonOut     bool
-	model       string // --model: a model folder whose weights are loaded first
+	model       string    // --model: a model folder whose weights are loaded first
+	stderr      io.Writer // the command's stderr: the weights load's progress
 }
 
 // newRunCmd builds "arenactl run".
@@ -94,6 +103,7 @@ func newRunCmd(a *app) *cobra.Command {
 // run builds, exercises and tears down an arena, then reports and checks
 // the invariants.
 func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
+	c.stderr = cmd.ErrOrStderr()
 	if c.steps < 0 {
 		return fmt.Errorf("--steps %d: must not be negative", c.steps)
 	}
@@ -184,7 +194,7 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 
 	var probe *weightProbe
 	if c.model != "" {
-		if probe, err = loadModel(ctx, m, c.model, rep); err != nil {
+		if probe, err = loadModel(ctx, m, c.model, c.stderr, rep); err != nil {
 			return err
 		}
 		defer probe.close()

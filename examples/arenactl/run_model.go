@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/gpuarena/gpuarena"
@@ -23,11 +24,12 @@ type weightProbe struct {
 	tensors []device.WeightTensor // the non-empty ones
 }
 
-// loadModel loads the weights of the model folder dir onto m, records the
-// load in rep, and returns the probe the steps check; close it when done.
-func loadModel(ctx context.Context, m *gpuarena.Manager, dir string, rep *runReport) (*weightProbe, error) {
+// loadModel loads the weights of the model folder dir onto m, showing the
+// load's progress on stderr (see loadProgress), records the load in rep,
+// and returns the probe the steps check; close it when done.
+func loadModel(ctx context.Context, m *gpuarena.Manager, dir string, stderr io.Writer, rep *runReport) (*weightProbe, error) {
 	start := time.Now()
-	w, err := m.LoadWeights(ctx, dir)
+	w, err := m.LoadWeights(ctx, dir, gpuarena.WithLoadProgress(newLoadProgress(stderr).report))
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gpuarena/gpuarena/device"
@@ -62,9 +61,6 @@ func WithOwner(owner string) AllocOption { return func(c *allocConfig) { c.owner
 // reserved owner; ErrOutOfMemory (*gpuworker.OutOfMemoryError) past the
 // budget or the device; ErrClosed, ErrReentrant, the context's error.
 func (m *Manager) Alloc(ctx context.Context, label string, bytes int64, opts ...AllocOption) (device.Allocation, error) {
-	if err := m.worker.CheckCaller(); err != nil {
-		return device.Allocation{}, err
-	}
 	c := allocConfig{owner: device.UserOwner}
 	for i, o := range opts {
 		if o == nil {
@@ -96,9 +92,6 @@ func (m *Manager) Alloc(ctx context.Context, label string, bytes int64, opts ...
 // then have run: the ledger says), and the backend's (the allocation then
 // stays in the ledger, and Release or Close tries again).
 func (m *Manager) Free(ctx context.Context, a device.Allocation) error {
-	if err := m.worker.CheckCaller(); err != nil {
-		return err
-	}
 	if device.ReservedOwner(a.Owner) {
 		return &OwnerError{Op: "free", Owner: a.Owner}
 	}
@@ -114,9 +107,6 @@ func (m *Manager) Free(ctx context.Context, a device.Allocation) error {
 // owner, an *OwnerError for a reserved one, ErrClosed, ErrReentrant, the
 // context's error, and the first of the backend's.
 func (m *Manager) FreeOwner(ctx context.Context, owner string) (device.ReleaseReport, error) {
-	if err := m.worker.CheckCaller(); err != nil {
-		return device.ReleaseReport{}, err
-	}
 	switch {
 	case owner == "":
 		return device.ReleaseReport{}, fmt.Errorf("free owner: %w: empty owner", ErrInvalidValue)
@@ -126,6 +116,20 @@ func (m *Manager) FreeOwner(ctx context.Context, owner string) (device.ReleaseRe
 	start := time.Now()
 	n, bytes, err := m.worker.FreeOwner(ctx, owner)
 	return device.ReleaseReport{Freed: n, Bytes: bytes, Duration: time.Since(start)}, err
+}
+
+// release frees the arena and its slabs through the supervisors, then
+// every other owner the ledger holds (releaseOthers): Release's and close's
+// work. An error of the other owners is returned when the arena's part had
+// none (or ErrNoArena).
+func (m *Manager) release(ctx context.Context) (device.ReleaseReport, error) {
+	r, err := m.sup.Release(ctx)
+	start := time.Now()
+	if oerr := m.releaseOthers(&r); oerr != nil && (err == nil || errors.Is(err, ErrNoArena)) {
+		err = oerr
+	}
+	r.Duration += time.Since(start)
+	return r, err
 }
 
 // releaseOthers frees what Release frees besides the arena and its slabs:
@@ -139,8 +143,8 @@ func (m *Manager) releaseOthers(r *device.ReleaseReport) error {
 		return err
 	}
 	var owners []string
-	for o, u := range l.Owners {
-		if u.CurrentBytes > 0 && o != device.ArenaOwner && !isSlabOwner(o) {
+	for o := range l.BytesByOwner() {
+		if o != device.ArenaOwner && !device.IsSlabOwner(o) {
 			owners = append(owners, o)
 		}
 	}
@@ -155,9 +159,4 @@ func (m *Manager) releaseOthers(r *device.ReleaseReport) error {
 		}
 	}
 	return first
-}
-
-// isSlabOwner reports whether owner is a slab's ("slab/…").
-func isSlabOwner(owner string) bool {
-	return strings.HasPrefix(owner, device.SlabOwner(""))
 }

@@ -169,11 +169,10 @@ func TestAllocOverBudget(t *testing.T) {
 	if m.Budget() != 50*mib {
 		t.Fatalf("budget %d, want 50 MiB", m.Budget())
 	}
-	held, err := m.Alloc(ctx, "held", 20*mib)
-	if err != nil {
+	if _, err := m.Alloc(ctx, "held", 20*mib); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Alloc(ctx, "too_big", 30*mib+1, gpuarena.WithOwner("scratch"))
+	_, err := m.Alloc(ctx, "too_big", 30*mib+1, gpuarena.WithOwner("scratch"))
 	var oom *gpuworker.OutOfMemoryError
 	if !errors.As(err, &oom) || !errors.Is(err, gpuarena.ErrOutOfMemory) || !oom.OverBudget || oom.Bytes != 30*mib+1 ||
 		oom.Label != "too_big" || oom.Owner != "scratch" || oom.Budget != 50*mib || oom.HeldByOwner[device.UserOwner] != 20*mib {
@@ -188,7 +187,6 @@ func TestAllocOverBudget(t *testing.T) {
 	if l := mustLedger(t, m); l.Counters.CurrentBytes != 50*mib || l.Counters.Failures != 1 {
 		t.Fatalf("ledger %+v, want 50 MiB held and 1 failure", l.Counters)
 	}
-	_ = held
 }
 
 // A forward step uses an embedder's allocation like an arena buffer, and

@@ -18,6 +18,12 @@ import (
 
 // Manager owns one device through one GPU actor and its supervisors. Its
 // methods are safe for concurrent use; forward steps run one at a time.
+//
+// A call from inside a forward step gets ErrReentrant: the worker's calls
+// and the supervisors' (gpuworker.AskVia) check their caller before they
+// send anything, so a method that only hands on to one of them does not
+// check again; those that do work of their own first (Release, LoadWeights,
+// Preflight, CloseContext) check first.
 type Manager struct {
 	system *actor.ActorSystem
 	worker *gpuworker.Worker
@@ -97,9 +103,6 @@ func (m *Manager) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err
 // or Close. Errors: ErrArenaBuilt, ErrReleased, ErrClosed, an
 // *gpuworker.OutOfMemoryError (errors.Is ErrOutOfMemory).
 func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*device.Arena, error) {
-	if err := m.worker.CheckCaller(); err != nil {
-		return nil, err
-	}
 	a, err := m.sup.BuildArena(ctx, plan, m.layout)
 	if err != nil {
 		return nil, err
@@ -123,9 +126,6 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*device.Are
 // runtime.Goexit; the manager keeps serving), the context's, and the step's
 // own.
 func (m *Manager) Forward(ctx context.Context, step func(a *device.Arena, dev device.Device) error) (time.Duration, error) {
-	if err := m.worker.CheckCaller(); err != nil {
-		return 0, err
-	}
 	d, err := m.sup.Forward(ctx, step)
 	if d > 0 {
 		m.forwardHist.Observe(d.Seconds())
@@ -139,9 +139,6 @@ func (m *Manager) Forward(ctx context.Context, step func(a *device.Arena, dev de
 // (names asked, used and capacity), ErrInvalidCarve (a size ≤ 0),
 // ErrReleased, ErrClosed, ErrReentrant.
 func (m *Manager) CarveSlab(ctx context.Context, name string, bytes int64) (device.DevicePtr, int64, error) {
-	if err := m.worker.CheckCaller(); err != nil {
-		return 0, 0, err
-	}
 	return m.sup.CarveSlab(ctx, name, bytes, 0)
 }
 
@@ -168,12 +165,7 @@ func (m *Manager) Release(ctx context.Context) (device.ReleaseReport, error) {
 	if err := m.worker.CheckCaller(); err != nil {
 		return device.ReleaseReport{}, err
 	}
-	r, err := m.sup.Release(ctx)
-	start := time.Now()
-	if oerr := m.releaseOthers(&r); oerr != nil && (err == nil || errors.Is(err, ErrNoArena)) {
-		err = oerr
-	}
-	r.Duration += time.Since(start)
+	r, err := m.release(ctx)
 	if err == nil {
 		m.logger.Info("gpuarena: released", "allocations", r.Freed, "bytes", r.Bytes, "duration", r.Duration)
 	}
@@ -214,6 +206,9 @@ func (m *Manager) CloseContext(ctx context.Context) error {
 	if err := m.worker.CheckCaller(); err != nil {
 		return err
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	m.closeOnce.Do(func() {
 		m.sup.Drain()
 		m.logger.Info("gpuarena: closing; forward steps, builds and carves not yet started will not start")
@@ -221,7 +216,7 @@ func (m *Manager) CloseContext(ctx context.Context) error {
 	})
 	select {
 	case <-m.closeDone:
-	case <-ctxDone(ctx):
+	case <-ctx.Done():
 		// Every wait on the GPU thread ends now, so close finishes without it.
 		m.worker.Abandon()
 		<-m.closeDone
@@ -243,11 +238,7 @@ func (m *Manager) Done() <-chan struct{} { return m.worker.Done() }
 func (m *Manager) close() {
 	defer close(m.closeDone)
 	start := time.Now()
-	_, err := m.sup.Release(context.Background())
-	var r device.ReleaseReport
-	if oerr := m.releaseOthers(&r); oerr != nil && (err == nil || errors.Is(err, ErrNoArena)) {
-		err = oerr
-	}
+	_, err := m.release(context.Background())
 	m.sup.Stop()
 	werr := m.worker.StopContext(context.Background())
 	m.system.Shutdown()
@@ -256,12 +247,4 @@ func (m *Manager) close() {
 	}
 	m.closeErr = err
 	m.logger.Info("gpuarena: closed", "duration", time.Since(start), "err", err, "gpu_thread", werr)
-}
-
-// ctxDone is ctx.Done(), nil (never closed) for a nil ctx.
-func ctxDone(ctx context.Context) <-chan struct{} {
-	if ctx == nil {
-		return nil
-	}
-	return ctx.Done()
 }

@@ -152,11 +152,18 @@ func TestManagerCallsFromInsideAStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.BuildArena(ctx, llamaPlan(t)); err != nil {
+	plan := llamaPlan(t)
+	if _, err := m.BuildArena(ctx, plan); err != nil {
 		t.Fatal(err)
 	}
 	calls := map[string]func() error{
 		"ledger": func() error { _, err := m.Ledger(ctx); return err },
+		"build":  func() error { _, err := m.BuildArena(ctx, plan); return err },
+		"alloc":  func() error { _, err := m.Alloc(ctx, "x", 256); return err },
+		"free": func() error {
+			return m.Free(ctx, device.Allocation{Ptr: 1, Bytes: 1, Label: "x", Owner: device.UserOwner})
+		},
+		"free owner": func() error { _, err := m.FreeOwner(ctx, device.UserOwner); return err },
 		"forward": func() error {
 			_, err := m.Forward(ctx, func(*device.Arena, device.Device) error { return nil })
 			return err

@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"strings"
-
 	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
@@ -35,7 +33,7 @@ type ledgerState struct {
 
 // reserved reports whether owner is one of the supervisors' owners.
 func reserved(owner string) bool {
-	return owner == device.ArenaOwner || strings.HasPrefix(owner, device.SlabOwner(""))
+	return owner == device.ArenaOwner || device.IsSlabOwner(owner)
 }
 
 // readLedger reads the supervisors' state from the ledger. It waits for the

@@ -148,7 +148,8 @@ func (nemotronH) checkpointNames() (checkpointNaming, bool) {
 // opts.IncludeMTP, as model.layers.<num_hidden_layers + i>, DeepSeek-V3's
 // layout), so the bytes of the listing sum to WeightReport.Bytes exactly.
 //
-// Dtypes: bf16 weights are BF16 (F16 when torch_dtype is float16); fp8
+// Dtypes: bf16 weights are BF16 (F16 when torch_dtype is float16 and no
+// opts.DType overrides it); fp8
 // blocks are an F8_E4M3 weight [out, in] and an F32 weight_scale_inv
 // [⌈out/block⌉, ⌈in/block⌉]; gpt-oss's MXFP4 experts are per layer
 // <proj>_blocks U8 [E, out, ⌈in/32⌉, 16] and <proj>_scales U8 [E, out,
@@ -190,8 +191,7 @@ func CheckpointTensors(cfg *ModelConfig, opts WeightOptions) ([]checkpoint.Tenso
 		return nil, w.err
 	}
 	l := &lister{cfg: cfg, f: f, naming: naming, bf16: checkpoint.BF16}
-	switch strings.ToLower(cfg.TorchDType) {
-	case "float16", "half", "fp16":
+	if f.half {
 		l.bf16 = checkpoint.F16
 	}
 	layers := int64(len(cfg.Layers))

@@ -244,6 +244,15 @@ func TestCheckpointTensorsFloat16(t *testing.T) {
 			t.Fatalf("%s is %v, want F16", s.Name, s.DType)
 		}
 	}
+	// A weight_dtype bf16 override lists bf16, as EstimateWeights sizes it.
+	if ts, err = CheckpointTensors(cfg, WeightOptions{DType: BF16}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ts {
+		if s.DType != checkpoint.BF16 {
+			t.Fatalf("weight_dtype bf16: %s is %v, want BF16", s.Name, s.DType)
+		}
+	}
 }
 
 // TestCheckpointTensorsNotListed checks the typed error for families whose

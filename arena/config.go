@@ -174,6 +174,25 @@ type MambaConfig struct {
 	ChunkSize int64
 }
 
+// qkvzWidth is in_proj_qkvz's width, 2·nk·dk + 2·nv·dv
+// (modeling_qwen3_next.py: query and key of key_dim = nk·dk, value and z of
+// value_dim = nv·dv), computed through s.
+func (g *GDNConfig) qkvzWidth(s *sizer) int64 {
+	return s.add(s.mul(2, g.NumKeyHeads, g.KeyHeadDim), s.mul(2, g.NumValueHeads, g.ValueHeadDim))
+}
+
+// convDim is the causal conv1d's channels, 2·nk·dk + nv·dv
+// (modeling_qwen3_next.py conv_dim), computed through s.
+func (g *GDNConfig) convDim(s *sizer) int64 {
+	return s.add(s.mul(2, g.NumKeyHeads, g.KeyHeadDim), s.mul(g.NumValueHeads, g.ValueHeadDim))
+}
+
+// convDim is the causal conv1d's channels, d_inner + 2·n_groups·d_state
+// (modeling_nemotron_h.py conv_dim), computed through s.
+func (m *MambaConfig) convDim(s *sizer) int64 {
+	return s.add(m.DInner, s.mul(2, m.NumGroups, m.StateSize))
+}
+
 // DeepSeekV4Config is the DeepSeek-V4 attention (vLLM deepseek_v4.py): one
 // shared KV head of head_dim (the latent; K = V), queries from a q_lora_rank
 // bottleneck, and an O-projection grouped into o_groups low-rank blocks.

@@ -157,14 +157,14 @@ func (k *kvCalc) recurrent(cfg *ModelConfig, shape modelShape) {
 	}
 	if gdn {
 		g, n := shape.gdn, cfg.Counts.GDN
-		convDim := k.add(k.mul(2, g.NumKeyHeads, g.KeyHeadDim), k.mul(g.NumValueHeads, g.ValueHeadDim))
+		convDim := g.convDim(&k.sizer)
 		l.StateLayers += n
 		l.ConvStateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, k.mul(n, convDim, max(g.ConvKernel-1, 0), dt))
 		l.SSMStateBytesPerSeq = k.add(l.SSMStateBytesPerSeq, k.mul(n, g.NumValueHeads, g.KeyHeadDim, g.ValueHeadDim, ssm))
 	}
 	if mamba {
 		m, n := shape.mamba, cfg.Counts.Mamba2
-		convDim := k.add(m.DInner, k.mul(2, m.NumGroups, m.StateSize))
+		convDim := m.convDim(&k.sizer)
 		l.StateLayers += n
 		l.ConvStateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, k.mul(n, convDim, max(m.ConvKernel-1, 0), dt))
 		l.SSMStateBytesPerSeq = k.add(l.SSMStateBytesPerSeq, k.mul(n, m.NumHeads, m.HeadDim, m.StateSize, ssm))

@@ -53,10 +53,7 @@ func (p *planner) widest() int64 { return max(p.h(), p.ffnWidth()) }
 
 // gdnQKVZ is in_proj_qkvz's width, 2·nk·dk + 2·nv·dv (modeling_qwen3_next.py:
 // query and key of key_dim = nk·dk, value and z of value_dim = nv·dv).
-func (p *planner) gdnQKVZ() int64 {
-	g := p.shape.gdn
-	return p.add(p.mul(2, g.NumKeyHeads, g.KeyHeadDim), p.mul(2, g.NumValueHeads, g.ValueHeadDim))
-}
+func (p *planner) gdnQKVZ() int64 { return p.shape.gdn.qkvzWidth(&p.sizer) }
 
 // qkvWidth is the per-token width of the fused attention input projection.
 // Each family has one attention kind, so "the max over the model's attention

@@ -23,29 +23,21 @@ type PoolLayout struct {
 }
 
 // NewPoolLayout lays out plan's buffers (not its slabs, which stay separate
-// allocations) in one pool. Errors: an *OverflowError.
+// allocations) in one pool, by PoolOffsets' rule. Errors: an *OverflowError.
 func NewPoolLayout(plan *Plan) (PoolLayout, error) {
 	var l PoolLayout
-	var end int64
+	var sizes [NumBuffers]int64
 	for id := range NumBuffers {
-		b := plan.Buffers[id]
-		if !b.Present() {
-			l.Offsets[id] = -1
-			continue
-		}
-		off, err := alignUp("pool offset", end, PoolAlign)
-		if err != nil {
-			return PoolLayout{}, naming(err, id)
-		}
-		l.Offsets[id] = off
-		if end, err = CheckedAdd("pool end", off, b.Bytes); err != nil {
-			return PoolLayout{}, naming(err, id)
-		}
+		sizes[id] = plan.Buffers[id].Bytes
 	}
-	var err error
-	if l.Bytes, err = alignUp("pool size", end, PoolAlign); err != nil {
+	total, at, err := layOut(sizes[:], l.Offsets[:])
+	if err != nil {
+		if at >= 0 {
+			err = naming(err, BufferID(at))
+		}
 		return PoolLayout{}, err
 	}
+	l.Bytes = total
 	l.WasteBytes = l.Bytes - plan.BufferBytes
 	return l, nil
 }
@@ -72,29 +64,40 @@ func naming(err error, id BufferID) error {
 // Errors: an *OptionError ("item_bytes") for a negative size; an
 // *OverflowError when an offset or the total passes 2^63−1.
 func PoolOffsets(sizes []int64) (offsets []int64, total int64, err error) {
-	offsets = make([]int64, len(sizes))
-	var end int64
 	for i, n := range sizes {
 		if n < 0 {
 			return nil, 0, &OptionError{Option: "item_bytes", Value: n, Reason: fmt.Sprintf("item %d must not be negative", i)}
 		}
-		if n == 0 {
+	}
+	offsets = make([]int64, len(sizes))
+	if total, _, err = layOut(sizes, offsets); err != nil {
+		return nil, 0, err
+	}
+	return offsets, total, nil
+}
+
+// layOut is the pool rule of PoolOffsets and NewPoolLayout: it writes each
+// item's offset into offsets (len(sizes) of them; -1 for an item of ≤ 0
+// bytes) and returns the pool's size. On an *OverflowError, at is the
+// index of the item whose offset or end overflowed, -1 for the total.
+func layOut(sizes, offsets []int64) (total int64, at int, err error) {
+	var end int64
+	for i, n := range sizes {
+		if n <= 0 {
 			offsets[i] = -1
 			continue
 		}
 		off, err := alignUp("pool offset", end, PoolAlign)
 		if err != nil {
-			return nil, 0, err
+			return 0, i, err
 		}
 		offsets[i] = off
 		if end, err = CheckedAdd("pool end", off, n); err != nil {
-			return nil, 0, err
+			return 0, i, err
 		}
 	}
-	if total, err = alignUp("pool size", end, PoolAlign); err != nil {
-		return nil, 0, err
-	}
-	return offsets, total, nil
+	total, err = alignUp("pool size", end, PoolAlign)
+	return total, -1, err
 }
 
 // PooledBytes is the size in bytes of one pooled allocation holding items of

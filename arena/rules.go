@@ -135,12 +135,10 @@ var rules = [NumBuffers]rule{
 	SSMConvOutF32: func(p *planner) bufferShape {
 		var w int64
 		if p.hasGDN() {
-			g := p.shape.gdn
-			w = p.add(p.mul(2, g.NumKeyHeads, g.KeyHeadDim), p.mul(g.NumValueHeads, g.ValueHeadDim))
+			w = p.shape.gdn.convDim(&p.sizer)
 		}
 		if p.hasMamba() {
-			m := p.shape.mamba
-			w = max(w, p.add(m.DInner, p.mul(2, m.NumGroups, m.StateSize)))
+			w = max(w, p.shape.mamba.convDim(&p.sizer))
 		}
 		if w == 0 {
 			return absent("no SSM (GDN or Mamba-2) layers")

@@ -329,6 +329,10 @@ type formats struct {
 	blockIn    int64 // FP8 block columns (input dim); 0: whole tensor
 	expertBOut int64 // FP8 expert blocks, as blockOut/blockIn
 	expertBIn  int64
+	// half: the 2-byte unquantized tensors are float16 (torch_dtype
+	// float16), not bfloat16; sized alike, listed as F16 by
+	// CheckpointTensors. A weight_dtype override clears it.
+	half bool
 }
 
 // resolveFormats picks each tensor kind's format from cfg and opts.
@@ -338,6 +342,7 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 	switch strings.ToLower(cfg.TorchDType) {
 	case "bfloat16", "bf16":
 	case "float16", "half", "fp16":
+		f.half = true
 		notes = append(notes, "torch_dtype float16: weights sized at 2 B/param, like bf16")
 	case "float32", "float", "fp32":
 		f.base = WeightF32
@@ -350,7 +355,7 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 	switch opts.DType {
 	case 0:
 	case BF16, F32:
-		f.base = WeightBF16
+		f.base, f.half = WeightBF16, false
 		if opts.DType == F32 {
 			f.base = WeightF32
 		}
@@ -358,7 +363,7 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 		notes = append(notes, fmt.Sprintf("weight_dtype %v overrides torch_dtype and quantization_config", opts.DType))
 		return f, notes, nil
 	case FP8:
-		f.base, f.linear, f.expert = WeightBF16, WeightFP8Block, WeightFP8Block
+		f.base, f.linear, f.expert, f.half = WeightBF16, WeightFP8Block, WeightFP8Block, false
 		f.blockOut, f.blockIn, f.expertBOut, f.expertBIn = 128, 128, 128, 128
 		notes = append(notes, "weight_dtype fp8: projections sized as fp8 with one f32 scale per 128×128 block; "+
 			"embeddings, norms, router and lm_head as bf16")

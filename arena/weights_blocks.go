@@ -149,15 +149,14 @@ func (w *weightBuilder) moe(p string, n int64, style ffnStyle) {
 // dt_bias and A_log [nv], the gated RMSNorm [dv], out_proj [value_dim, H].
 func (w *weightBuilder) gdn(p string, n int64, g *GDNConfig) {
 	h := w.cfg.HiddenSize
-	keyDim, valueDim := w.mul(g.NumKeyHeads, g.KeyHeadDim), w.mul(g.NumValueHeads, g.ValueHeadDim)
 	const grp = "linear_attention"
-	w.t(p+"linear_attn.in_proj_qkvz", grp, kindLinear, n, h, w.add(w.mul(2, keyDim), w.mul(2, valueDim)))
+	w.t(p+"linear_attn.in_proj_qkvz", grp, kindLinear, n, h, g.qkvzWidth(&w.sizer))
 	w.t(p+"linear_attn.in_proj_ba", grp, kindLinear, n, h, w.mul(2, g.NumValueHeads))
-	w.t(p+"linear_attn.conv1d", grp, kindVector, n, w.add(w.mul(2, keyDim), valueDim), g.ConvKernel)
+	w.t(p+"linear_attn.conv1d", grp, kindVector, n, g.convDim(&w.sizer), g.ConvKernel)
 	w.t(p+"linear_attn.dt_bias", grp, kindVector, n, g.NumValueHeads)
 	w.t(p+"linear_attn.A_log", grp, kindVector, n, g.NumValueHeads)
 	w.t(p+"linear_attn.norm", grp, kindVector, n, g.ValueHeadDim)
-	w.t(p+"linear_attn.out_proj", grp, kindLinear, n, valueDim, h)
+	w.t(p+"linear_attn.out_proj", grp, kindLinear, n, w.mul(g.NumValueHeads, g.ValueHeadDim), h)
 }
 
 // mamba adds n Mamba-2 mixers of dims m (modeling_nemotron_h.py
@@ -168,10 +167,9 @@ func (w *weightBuilder) gdn(p string, n int64, g *GDNConfig) {
 // [d_inner, H].
 func (w *weightBuilder) mamba(p string, n int64, m *MambaConfig) {
 	h := w.cfg.HiddenSize
-	bc := w.mul(2, m.NumGroups, m.StateSize)
-	convDim := w.add(m.DInner, bc)
+	convDim := m.convDim(&w.sizer)
 	const g = "mamba2"
-	w.t(p+"mixer.in_proj", g, kindLinear, n, h, w.add(w.mul(2, m.DInner), bc, m.NumHeads))
+	w.t(p+"mixer.in_proj", g, kindLinear, n, h, w.add(m.DInner, convDim, m.NumHeads)) // 2·d_inner + 2·n_groups·d_state + nheads
 	w.t(p+"mixer.conv1d", g, kindVector, n, convDim, m.ConvKernel)
 	w.t(p+"mixer.conv1d.bias", g, kindVector, n, convDim)
 	w.t(p+"mixer.dt_bias", g, kindVector, n, m.NumHeads)

@@ -1,7 +1,5 @@
 package device
 
-import "strings"
-
 // The ledger owners the manager reserves for itself, beside ArenaOwner and
 // SlabOwner's "slab/…": an embedder's Alloc may not use them, so that its
 // frees can never reach the manager's own allocations.
@@ -24,7 +22,7 @@ func ReservedOwner(owner string) bool {
 	case ArenaOwner, WeightsOwner, KVCacheOwner:
 		return true
 	}
-	return strings.HasPrefix(owner, SlabOwner(""))
+	return IsSlabOwner(owner)
 }
 
 // Allocation is one device allocation an embedder made with

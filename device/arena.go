@@ -1,6 +1,10 @@
 package device
 
-import "github.com/gpuarena/gpuarena/arena"
+import (
+	"strings"
+
+	"github.com/gpuarena/gpuarena/arena"
+)
 
 // Layout is how an arena's buffers are allocated: LayoutPooled or
 // LayoutDiscrete.
@@ -31,6 +35,10 @@ const (
 // SlabOwner is the ledger owner of the slab named name: "slab/" + name. The
 // slab's allocation is labelled name, and each carve is a view of it.
 func SlabOwner(name string) string { return "slab/" + name }
+
+// IsSlabOwner reports whether owner is a slab's: SlabOwner(name) for some
+// name.
+func IsSlabOwner(owner string) bool { return strings.HasPrefix(owner, SlabOwner("")) }
 
 // Arena is a built arena: one device pointer per arena.BufferID, NULL for a
 // buffer the plan leaves out, and the plan's slabs. The caller of BuildArena

@@ -69,30 +69,3 @@ type DeviceInfo struct {
 // thread, when it starts; for cuda this is where the primary context is
 // retained and made current.
 type BackendFactory func() (Backend, error)
-
-// HostStager is the seam for a fast weights upload: a backend that can
-// hand out page-locked host memory and copy from it asynchronously
-// (cuda: cuMemHostAlloc, cuMemcpyHtoDAsync on a stream of its own,
-// cuStreamSynchronize), so that reading the next chunk from disk overlaps
-// the transfer at the link's full rate. Its methods run on the GPU thread,
-// like every backend call.
-//
-// No backend implements it yet, and Worker.LoadWeights does not look for
-// it: the load stages through Go memory and copies synchronously with
-// CopyHtoD on every backend. A cuda implementation would let the loader
-// allocate its two staging buffers with AllocHost, queue each chunk with
-// CopyHtoDAsync, and Synchronize before refilling a buffer. gorgonia.org/cu
-// v0.9.6 wraps cuMemcpyHtoDAsync, streams and cuMemFreeHost but not
-// cuMemHostAlloc or cuMemHostRegister: that part needs a cgo call of our
-// own.
-type HostStager interface {
-	// AllocHost returns bytes bytes of page-locked host memory.
-	AllocHost(bytes int64) ([]byte, error)
-	// FreeHost frees memory AllocHost returned.
-	FreeHost(buf []byte) error
-	// CopyHtoDAsync queues a copy of src (from AllocHost) to dst and
-	// returns before it completes; src must not change until Synchronize.
-	CopyHtoDAsync(dst device.DevicePtr, src []byte) error
-	// Synchronize waits for every copy queued so far.
-	Synchronize() error
-}

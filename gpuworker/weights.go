@@ -80,8 +80,7 @@ type filled struct {
 // checked against the ledger). The staging buffers are Go memory and the
 // copies synchronous on every backend; page-locked buffers (cuMemHostAlloc)
 // with asynchronous copies on a stream would be the cuda backend's fast
-// path, through the optional HostStager interface, which no backend
-// implements yet.
+// path, not done yet.
 //
 // ctx is checked before the allocation and between chunks. A load that
 // stops — ctx done (the Progress callback may cancel it), a read that
@@ -113,7 +112,7 @@ func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opt
 		chunk = DefaultLoadChunkBytes
 	}
 	tensors := ck.Tensors()
-	wt, items, err := weightLayout(tensors, layout)
+	wt, items, total, err := weightLayout(tensors, layout)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +122,7 @@ func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opt
 	var ptrs []device.DevicePtr
 	if len(items) > 0 {
 		reply := make(chan messages.AllocBatchReply, 1)
-		preflight := fmt.Sprintf("weights (%d tensors, %d B in %d allocation(s))", len(tensors), sumBytes(items), len(items))
+		preflight := fmt.Sprintf("weights (%d tensors, %d B in %d allocation(s))", len(tensors), total, len(items))
 		// The wait is not cut short by ctx: the actor refuses the request
 		// if ctx is done when it gets to it, and otherwise its pointers
 		// must come back here to be freed should the load stop.
@@ -177,30 +176,28 @@ func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opt
 	return weights, nil
 }
 
-// sumBytes is the items' total; weightLayout has checked it fits in int64.
-func sumBytes(items []messages.AllocItem) int64 {
-	var n int64
-	for _, it := range items {
-		n += it.Bytes
-	}
-	return n
-}
-
 // weightLayout places the tensors: pooled, each non-empty tensor a view of
 // one item at an arena.PoolAlign-aligned offset (the tensors' Ptr set to
 // that offset); discrete, one item per non-empty tensor. Tensors of 0 bytes
-// get no memory and a NULL pointer. Errors: ErrInvalidValue wrapping an
-// *arena.OverflowError when the aligned total passes 2^63−1.
-func weightLayout(tensors []checkpoint.Tensor, layout device.Layout) ([]device.WeightTensor, []messages.AllocItem, error) {
+// get no memory and a NULL pointer. It returns the items' total bytes too.
+// Errors: ErrInvalidValue wrapping an *arena.OverflowError when the
+// (aligned) total passes 2^63−1.
+func weightLayout(tensors []checkpoint.Tensor, layout device.Layout) ([]device.WeightTensor, []messages.AllocItem, int64, error) {
 	wt := make([]device.WeightTensor, len(tensors))
 	var items []messages.AllocItem
 	var pool messages.AllocItem
 	var offsets []int64
-	if layout != device.LayoutDiscrete {
-		var err error
-		if offsets, pool.Bytes, err = arena.PoolOffsets(TensorBytes(tensors)); err != nil {
-			return nil, nil, fmt.Errorf("load weights: %w: weights pool: %w", ErrInvalidValue, err)
+	var total int64
+	var err error
+	if layout == device.LayoutDiscrete {
+		if total, err = arena.CheckedSum("weights total", TensorBytes(tensors)...); err != nil {
+			return nil, nil, 0, fmt.Errorf("load weights: %w: %w", ErrInvalidValue, err)
 		}
+	} else {
+		if offsets, pool.Bytes, err = arena.PoolOffsets(TensorBytes(tensors)); err != nil {
+			return nil, nil, 0, fmt.Errorf("load weights: %w: weights pool: %w", ErrInvalidValue, err)
+		}
+		total = pool.Bytes
 	}
 	for i, t := range tensors {
 		wt[i] = device.WeightTensor{Name: t.Name, DType: t.DType, Shape: t.Shape, Bytes: t.Bytes}
@@ -218,10 +215,7 @@ func weightLayout(tensors []checkpoint.Tensor, layout device.Layout) ([]device.W
 		pool.Label = device.WeightsPoolLabel
 		items = append(items, pool)
 	}
-	if _, err := arena.CheckedSum("weights total", bytesOf(items)...); err != nil {
-		return nil, nil, fmt.Errorf("load weights: %w: %w", ErrInvalidValue, err)
-	}
-	return wt, items, nil
+	return wt, items, total, nil
 }
 
 // TensorBytes is the tensors' sizes in bytes, in order: what
@@ -230,15 +224,6 @@ func TensorBytes(tensors []checkpoint.Tensor) []int64 {
 	out := make([]int64, len(tensors))
 	for i, t := range tensors {
 		out[i] = t.Bytes
-	}
-	return out
-}
-
-// bytesOf is the items' sizes.
-func bytesOf(items []messages.AllocItem) []int64 {
-	out := make([]int64, len(items))
-	for i, it := range items {
-		out[i] = it.Bytes
 	}
 	return out
 }
@@ -375,9 +360,6 @@ func WeightsAllocatedBytes(ck *checkpoint.Checkpoint, layout device.Layout) (int
 	if layout == "" {
 		layout = device.LayoutPooled
 	}
-	_, items, err := weightLayout(ck.Tensors(), layout)
-	if err != nil {
-		return 0, err
-	}
-	return sumBytes(items), nil
+	_, _, total, err := weightLayout(ck.Tensors(), layout)
+	return total, err
 }

@@ -361,37 +361,27 @@ func fixTotals(p *arena.Plan) {
 	p.TotalBytes = p.BufferBytes + p.SlabBytes
 }
 
-// gateBackend is the simulated device, counting the allocations and the
-// memsets and copies that reach it: a Device call the ledger refuses must
-// not reach the backend.
+// gateBackend is the simulated device behind a gpuworker.WithFaults that
+// arms no fault and counts, in its OnCall, the allocations and the memsets
+// and copies that reach it: a Device call the ledger refuses must not reach
+// the backend. The manager runs on dev.
 type gateBackend struct {
 	*gpuworker.HostSim
+	dev             gpuworker.Backend
 	allocs, touches atomic.Int64
 }
 
-func (g *gateBackend) Alloc(bytes int64) (device.DevicePtr, error) {
-	g.allocs.Add(1)
-	return g.HostSim.Alloc(bytes)
-}
-
-func (g *gateBackend) Memset(ptr device.DevicePtr, value byte, bytes int64) error {
-	g.touches.Add(1)
-	return g.HostSim.Memset(ptr, value, bytes)
-}
-
-func (g *gateBackend) CopyHtoD(dst device.DevicePtr, src []byte) error {
-	g.touches.Add(1)
-	return g.HostSim.CopyHtoD(dst, src)
-}
-
-func (g *gateBackend) CopyDtoH(dst []byte, src device.DevicePtr) error {
-	g.touches.Add(1)
-	return g.HostSim.CopyDtoH(dst, src)
-}
-
-func (g *gateBackend) CopyDtoD(dst, src device.DevicePtr, bytes int64) error {
-	g.touches.Add(1)
-	return g.HostSim.CopyDtoD(dst, src, bytes)
+func newGateBackend(sim *gpuworker.HostSim) *gateBackend {
+	g := &gateBackend{HostSim: sim}
+	g.dev = gpuworker.WithFaults(sim, gpuworker.Faults{OnCall: func(op string, _ int) {
+		switch op {
+		case "alloc":
+			g.allocs.Add(1)
+		case "memset", "copy":
+			g.touches.Add(1)
+		}
+	}})
+	return g
 }
 
 // runBuildAndTouch is one fuzz case: the plan of base and edits, built and
@@ -416,9 +406,9 @@ func runBuildAndTouch(t *testing.T, base uint8, edits, touches []byte) {
 func buildAndTouch(t *testing.T, plan *arena.Plan, layout device.Layout, verr error, touches []byte) string {
 	t.Helper()
 	ctx := context.Background()
-	gate := &gateBackend{HostSim: newSim(t, gpuworker.HostSimConfig{TotalBytes: fuzzCapacity})}
+	gate := newGateBackend(newSim(t, gpuworker.HostSimConfig{TotalBytes: fuzzCapacity}))
 	m, err := gpuarena.New(quiet, gpuarena.WithArenaLayout(layout),
-		gpuarena.WithBackendFactory(func() (gpuworker.Backend, error) { return gate, nil }))
+		gpuarena.WithBackendFactory(func() (gpuworker.Backend, error) { return gate.dev, nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func checkProgressLines(t *testing.T, r result, total int64) {
 		t.Errorf("progress in stdout:\n%s", r.stdout)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	if len(lines) == 0 || len(lines) > 10 {
+	if len(lines) > 10 { // strings.Split gives at least one: an empty stderr fails the scan below
 		t.Fatalf("%d progress lines, want 1 to 10:\n%s", len(lines), r.stderr)
 	}
 	lastPct, lastDone := -1, int64(-1)
@@ -73,7 +73,8 @@ func checkProgressLines(t *testing.T, r result, total int64) {
 		if _, err := fmt.Sscanf(l, "weights: %d%% %d of %d B %f GB/s %s", &pct, &done, &of, &rate, &tensor); err != nil {
 			t.Fatalf("line %q: %v", l, err)
 		}
-		if pct <= lastPct || done <= lastDone || of != total || rate <= 0 || tensor == "" {
+		// The rate is a speed: only its presence is checked (a slow run prints 0.00).
+		if pct <= lastPct || done <= lastDone || of != total || rate < 0 || tensor == "" {
 			t.Errorf("line %q after %d%%, %d B; want rising, of %d B, a rate and a tensor", l, lastPct, lastDone, total)
 		}
 		lastPct, lastDone = pct, done

@@ -27,14 +27,13 @@ var ErrNotEmpty = errors.New("modelgen: output folder is not empty")
 // [1, num_hidden_layers].
 var ErrLayers = errors.New("modelgen: bad layer count")
 
-// OutputError is an output folder Generate refuses; it unwraps to Err.
+// OutputError is an output folder Generate refuses because it is not
+// empty; it unwraps to ErrNotEmpty.
 type OutputError struct {
 	// Dir is the folder.
 	Dir string
 	// Entries is how many entries it holds.
 	Entries int
-	// Err is ErrNotEmpty.
-	Err error
 }
 
 // Error is `modelgen: DIR: output folder is not empty (N entries)`.
@@ -42,8 +41,8 @@ func (e *OutputError) Error() string {
 	return fmt.Sprintf("modelgen: %s: output folder is not empty (%d entries)", e.Dir, e.Entries)
 }
 
-// Unwrap returns Err.
-func (e *OutputError) Unwrap() error { return e.Err }
+// Unwrap returns ErrNotEmpty.
+func (e *OutputError) Unwrap() error { return ErrNotEmpty }
 
 // LayersError is an Options.Layers the config cannot give; it unwraps to
 // ErrLayers.
@@ -109,7 +108,8 @@ type Result struct {
 // *OutputError (ErrNotEmpty) for a non-empty dir, checkpoint.Write's (an
 // *checkpoint.Error), the os error creating dir or writing config.json.
 func Generate(config, dir string, opts Options) (*Result, error) {
-	if _, err := arena.LoadConfig(config); err != nil {
+	cfg, err := arena.LoadConfig(config)
+	if err != nil {
 		return nil, err
 	}
 	if info, err := os.Stat(config); err == nil && info.IsDir() {
@@ -119,13 +119,18 @@ func Generate(config, dir string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, layers, err := truncate(raw, opts.Layers)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := arena.ParseConfig(raw)
-	if err != nil {
-		return nil, fmt.Errorf("modelgen: the truncated config: %w", err)
+	layers := cfg.NumLayers
+	if opts.Layers != 0 {
+		if opts.Layers < 0 || opts.Layers > cfg.NumLayers {
+			return nil, &LayersError{Layers: opts.Layers, Max: cfg.NumLayers}
+		}
+		if raw, err = truncate(raw, opts.Layers); err != nil {
+			return nil, err
+		}
+		if cfg, err = arena.ParseConfig(raw); err != nil {
+			return nil, fmt.Errorf("modelgen: the truncated config: %w", err)
+		}
+		layers = opts.Layers
 	}
 	tensors, err := arena.CheckpointTensors(cfg, opts.Weights)
 	if err != nil {
@@ -178,27 +183,16 @@ func readLimited(path string) ([]byte, error) {
 	return raw, nil
 }
 
-// truncate returns the config raw with num_hidden_layers set to layers,
-// layer_types (when an array) cut to its first layers entries and
-// hybrid_override_pattern (Nemotron-H, when a string) to its first layers
-// characters, indented
-// by 2 with keys sorted; layers 0 keeps raw as it is. It also returns the
-// layer count written. Errors: a *LayersError for layers < 0 or past
-// num_hidden_layers; the JSON error of a config that is not an object.
-func truncate(raw []byte, layers int64) ([]byte, int64, error) {
+// truncate returns the config raw with num_hidden_layers set to layers
+// (Generate checked it is in [1, num_hidden_layers]), layer_types (when an
+// array) cut to its first layers entries and hybrid_override_pattern
+// (Nemotron-H, when a string) to its first layers characters, indented by 2
+// with keys sorted. Errors: the JSON error of a config that is not an
+// object.
+func truncate(raw []byte, layers int64) ([]byte, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, 0, fmt.Errorf("modelgen: config: %w", err)
-	}
-	var n int64
-	if err := json.Unmarshal(obj["num_hidden_layers"], &n); err != nil {
-		return nil, 0, fmt.Errorf("modelgen: config num_hidden_layers: %w", err)
-	}
-	if layers == 0 {
-		return raw, n, nil
-	}
-	if layers < 0 || layers > n {
-		return nil, 0, &LayersError{Layers: layers, Max: n}
+		return nil, fmt.Errorf("modelgen: config: %w", err)
 	}
 	obj["num_hidden_layers"] = json.RawMessage(fmt.Sprint(layers))
 	if lt, ok := obj["layer_types"]; ok {
@@ -206,7 +200,7 @@ func truncate(raw []byte, layers int64) ([]byte, int64, error) {
 		if err := json.Unmarshal(lt, &types); err == nil && int64(len(types)) > layers {
 			b, err := json.Marshal(types[:layers])
 			if err != nil {
-				return nil, 0, fmt.Errorf("modelgen: layer_types: %w", err)
+				return nil, fmt.Errorf("modelgen: layer_types: %w", err)
 			}
 			obj["layer_types"] = b
 		}
@@ -216,16 +210,16 @@ func truncate(raw []byte, layers int64) ([]byte, int64, error) {
 		if err := json.Unmarshal(hp, &pattern); err == nil && int64(len(pattern)) > layers {
 			b, err := json.Marshal(pattern[:layers])
 			if err != nil {
-				return nil, 0, fmt.Errorf("modelgen: hybrid_override_pattern: %w", err)
+				return nil, fmt.Errorf("modelgen: hybrid_override_pattern: %w", err)
 			}
 			obj["hybrid_override_pattern"] = b
 		}
 	}
 	out, err := json.MarshalIndent(obj, "", "  ")
 	if err != nil {
-		return nil, 0, fmt.Errorf("modelgen: config: %w", err)
+		return nil, fmt.Errorf("modelgen: config: %w", err)
 	}
-	return append(out, '\n'), layers, nil
+	return append(out, '\n'), nil
 }
 
 // checkEmpty refuses a dir that exists and holds any entry.
@@ -237,7 +231,7 @@ func checkEmpty(dir string) error {
 	case err != nil:
 		return fmt.Errorf("modelgen: %w", err)
 	case len(entries) > 0:
-		return &OutputError{Dir: dir, Entries: len(entries), Err: ErrNotEmpty}
+		return &OutputError{Dir: dir, Entries: len(entries)}
 	}
 	return nil
 }

@@ -20,12 +20,21 @@ func WithWeightsLayout(l device.Layout) LoadOption {
 	return func(o *gpuworker.LoadOptions) { o.Layout = l }
 }
 
-// WithLoadChunkBytes sets the size of each of the load's two host staging
-// buffers, in bytes, in [0, gpuworker.MaxLoadChunkBytes]; 0 (and leaving it
-// out) means gpuworker.DefaultLoadChunkBytes (16 MiB). Out of range,
-// LoadWeights returns ErrInvalidValue.
+// WithLoadChunkBytes sets the size of each of the load's host staging
+// buffers (readers + 2 of them, page-locked on the cuda backend), in bytes,
+// in [0, gpuworker.MaxLoadChunkBytes]; 0 (and leaving it out) means
+// gpuworker.DefaultLoadChunkBytes (4 MiB). Out of range, LoadWeights
+// returns ErrInvalidValue.
 func WithLoadChunkBytes(n int64) LoadOption {
 	return func(o *gpuworker.LoadOptions) { o.ChunkBytes = n }
+}
+
+// WithLoadReaders sets how many goroutines read the checkpoint's files in
+// parallel, in [0, gpuworker.MaxLoadReaders]; 0 (and leaving it out) means
+// gpuworker.DefaultLoadReaders (16). Out of range, LoadWeights returns
+// ErrInvalidValue.
+func WithLoadReaders(n int) LoadOption {
+	return func(o *gpuworker.LoadOptions) { o.Readers = n }
 }
 
 // WithLoadProgress calls f on LoadWeights' goroutine after each chunk
@@ -46,7 +55,8 @@ func WithLoadProgress(f func(device.LoadProgress)) LoadOption {
 // Every header is checked before anything is allocated (checkpoint.Open);
 // the tensors are then allocated all or nothing, the whole checked against
 // the budget before the driver is called, and copied up in chunks through
-// the GPU thread while the next chunk is read from disk (see
+// the GPU thread while the next chunks are read from disk by parallel
+// readers; on the cuda backend from page-locked buffers, asynchronously (see
 // gpuworker.Worker.LoadWeights). Release and Close free the weights.
 //
 // Errors, with nothing left allocated: a *checkpoint.Error for a bad or

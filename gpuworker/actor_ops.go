@@ -39,8 +39,12 @@ func (a *gpuActor) handle(msg any) {
 			err = a.ops.CopyHtoD(m.Dst, m.Src)
 		}
 		m.Reply <- err
-	case *messages.CopyHtoDBatch:
-		m.Reply <- a.copyHtoDBatch(m)
+	case *messages.StagingAlloc:
+		m.Reply <- a.stagingAlloc(m)
+	case *messages.StagingFree:
+		m.Reply <- a.stagingFree(m)
+	case *messages.CopyHtoDStaged:
+		m.Reply <- a.copyHtoDStaged(m)
 	case *messages.CopyDtoH:
 		m.Reply <- a.copyDtoH(m)
 	case *messages.CopyDtoD:
@@ -172,20 +176,6 @@ func (a *gpuActor) freeOwner(m *messages.FreeOwner) messages.FreeOwnerReply {
 		r.Bytes += bytes
 	}
 	return r
-}
-
-// copyHtoDBatch copies each segment in order, each checked against the
-// ledger first; the first failure ends the batch.
-func (a *gpuActor) copyHtoDBatch(m *messages.CopyHtoDBatch) error {
-	if err := a.usable(m.Ctx); err != nil {
-		return err
-	}
-	for i, s := range m.Segments {
-		if err := a.ops.CopyHtoD(s.Dst, s.Src); err != nil {
-			return fmt.Errorf("segment %d of %d (%d B at %#x): %w", i+1, len(m.Segments), len(s.Src), uint64(s.Dst), err)
-		}
-	}
-	return nil
 }
 
 func (a *gpuActor) copyDtoH(m *messages.CopyDtoH) messages.CopyDtoHReply {

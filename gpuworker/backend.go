@@ -69,3 +69,35 @@ type DeviceInfo struct {
 // thread, when it starts; for cuda this is where the primary context is
 // retained and made current.
 type BackendFactory func() (Backend, error)
+
+// StagingUploader is implemented by backends that copy host memory to the
+// device asynchronously from page-locked staging buffers; the weights
+// loader (Worker.LoadWeights) uses it when the backend has it, and copies
+// synchronously from Go memory otherwise. The cuda backend implements it
+// with cuMemHostAlloc, cuMemcpyHtoDAsync on a non-blocking stream of its
+// own and one event per buffer. Like every Backend method, these run on
+// the GPU actor's thread.
+type StagingUploader interface {
+	// AllocStaging allocates bytes bytes of page-locked host memory
+	// (cuMemHostAlloc) and returns it as a slice, which is not Go memory:
+	// it stays valid until FreeStaging or Close. bytes ≤ 0 gives
+	// ErrInvalidValue; a host that cannot lock that much gives
+	// ErrOutOfMemory.
+	AllocStaging(bytes int64) ([]byte, error)
+	// FreeStaging waits for the copies from buf to finish and frees it
+	// (cuEventSynchronize, cuMemFreeHost). buf must be a whole slice
+	// AllocStaging returned; another gives ErrNotAllocated.
+	FreeStaging(buf []byte) error
+	// CopyHtoDAsync starts copying src, a part of a staging buffer, to dst
+	// and returns before the copy is done (cuMemcpyHtoDAsync). src must lie
+	// inside a buffer AllocStaging returned (else ErrInvalidValue) and must
+	// not be written until WaitStaging of that buffer returns.
+	CopyHtoDAsync(dst device.DevicePtr, src []byte) error
+	// MarkStaging records that the copies started from buf so far are the
+	// ones WaitStaging(buf) waits for (cuEventRecord on the stream).
+	MarkStaging(buf []byte) error
+	// WaitStaging blocks until the copies MarkStaging(buf) recorded are
+	// done (cuEventSynchronize). A buffer never marked returns at once.
+	// Errors: the driver's, such as a copy that failed.
+	WaitStaging(buf []byte) error
+}

@@ -12,7 +12,8 @@ import (
 	"github.com/gpuarena/gpuarena/device"
 )
 
-// This file and cuda_errors.go are the only ones that import gorgonia.org/cu.
+// This file, cuda_staging.go and cuda_errors.go are the only ones that
+// import gorgonia.org/cu.
 // They use its package-level functions, never its Ctx type (design.md §1):
 // Ctx keeps the last error in one shared field and its Close destroys the
 // context from whichever thread calls it.
@@ -37,6 +38,11 @@ type cudaBackend struct {
 	ctx    cu.CUContext
 	info   DeviceInfo
 	closed bool
+	// upload is the stream staging copies run on and staging the
+	// page-locked buffers by address (cuda_staging.go); both are made by
+	// the first AllocStaging.
+	upload  cu.Stream
+	staging map[uintptr]*stagingBuf
 }
 
 var (
@@ -284,9 +290,10 @@ func (b *cudaBackend) MemInfo() (freeBytes, totalBytes int64, err error) {
 	return freeBytes, totalBytes, nil
 }
 
-// Close makes no context current on the calling thread and releases the
-// primary context (cuDevicePrimaryCtxRelease). It frees nothing itself: the
-// GPU actor frees its ledger first. If this was the last retain, the driver
+// Close frees the staging buffers and upload stream still held, makes no
+// context current on the calling thread and releases the primary context
+// (cuDevicePrimaryCtxRelease). It frees no device memory itself: the GPU
+// actor frees its ledger first. If this was the last retain, the driver
 // destroys the primary context, and with it whatever was still allocated in
 // it. A second Close is a no-op.
 func (b *cudaBackend) Close() error {
@@ -294,8 +301,8 @@ func (b *cudaBackend) Close() error {
 		return nil
 	}
 	b.closed = true
-	var first error
-	if err := cu.SetCurrentContext(cu.CUContext{}); err != nil {
+	first := b.closeStaging()
+	if err := cu.SetCurrentContext(cu.CUContext{}); err != nil && first == nil {
 		first = cudaErr(fmt.Sprintf("cuCtxSetCurrent(NULL) on closing device %d", b.info.Ordinal), err)
 	}
 	if err := b.dev.ReleasePrimaryCtx(); err != nil && first == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/gpuarena/gpuarena/arena"
@@ -14,13 +15,26 @@ import (
 )
 
 // DefaultLoadChunkBytes is the size of one staging buffer of a weights load
-// when LoadOptions.ChunkBytes is 0: 16 MiB, large enough that a chunk's
-// round trip to the GPU thread is noise next to its copy, small enough that
-// the two buffers cost 32 MiB of host memory.
-const DefaultLoadChunkBytes = 16 << 20
+// when LoadOptions.ChunkBytes is 0: 4 MiB. On the H200 host of
+// docs/gpu-validation.md, 16 readers with 4 MiB chunks loaded a 16 GB
+// checkpoint at 42–44 GB/s, 16 MiB chunks at 27 GB/s and 1 MiB at 36 GB/s:
+// the Readers + 2 buffers should stay small next to the host's last-level
+// cache, and a chunk's round trip to the GPU thread small next to its copy.
+const DefaultLoadChunkBytes = 4 << 20
 
 // MaxLoadChunkBytes is the largest LoadOptions.ChunkBytes: 1 GiB.
 const MaxLoadChunkBytes = 1 << 30
+
+// DefaultLoadReaders is the number of goroutines that read a checkpoint in
+// parallel when LoadOptions.Readers is 0: 16. One reader's pread from the
+// page cache is one memory copy by one core, 7.6 GB/s on the H200 host of
+// docs/gpu-validation.md, against a host-to-device link of 55 GB/s; 16
+// readers read 49 GB/s there (8: 43 GB/s). A reader blocked in pread holds
+// an OS thread, not a core, so the default does not depend on the cores.
+const DefaultLoadReaders = 16
+
+// MaxLoadReaders is the largest LoadOptions.Readers.
+const MaxLoadReaders = 64
 
 // LoadOptions configure Worker.LoadWeights; the zero value takes every
 // default.
@@ -29,9 +43,13 @@ type LoadOptions struct {
 	// 256-byte-aligned view) or device.LayoutDiscrete (one allocation per
 	// tensor).
 	Layout device.Layout
-	// ChunkBytes is the size of each of the two host staging buffers, in
-	// bytes, in [0, MaxLoadChunkBytes]; 0 means DefaultLoadChunkBytes.
+	// ChunkBytes is the size of each host staging buffer, in bytes, in
+	// [0, MaxLoadChunkBytes]; 0 means DefaultLoadChunkBytes. A load holds
+	// Readers + 2 of them (page-locked on the cuda backend).
 	ChunkBytes int64
+	// Readers is the number of goroutines reading chunks from the files
+	// in parallel, in [0, MaxLoadReaders]; 0 means DefaultLoadReaders.
+	Readers int
 	// Progress, when not nil, is called on the loading goroutine after each
 	// chunk reached the device. It may cancel the load's context; the load
 	// stops before the next chunk.
@@ -47,6 +65,8 @@ func (o LoadOptions) Validate() error {
 		return fmt.Errorf("load weights: layout %q: %w: use %q or %q", o.Layout, ErrInvalidValue, device.LayoutPooled, device.LayoutDiscrete)
 	case o.ChunkBytes < 0 || o.ChunkBytes > MaxLoadChunkBytes:
 		return fmt.Errorf("load weights: chunk of %d B: %w: must be in [0, %d] (0: the default, %d)", o.ChunkBytes, ErrInvalidValue, MaxLoadChunkBytes, DefaultLoadChunkBytes)
+	case o.Readers < 0 || o.Readers > MaxLoadReaders:
+		return fmt.Errorf("load weights: %d readers: %w: must be in [0, %d] (0: the default, %d)", o.Readers, ErrInvalidValue, MaxLoadReaders, DefaultLoadReaders)
 	}
 	return nil
 }
@@ -74,13 +94,15 @@ type filled struct {
 // whole against the budget before the backend is called: a checkpoint that
 // would pass the budget is refused with an *OutOfMemoryError (OverBudget,
 // ShortfallBytes: how much more it needs) and nothing is allocated. The
-// bytes then go up in chunks through two host staging buffers: a reader
-// goroutine preads the next chunk from the files (checkpoint.Section) while
-// the GPU thread copies the previous one (one request per chunk, each piece
-// checked against the ledger). The staging buffers are Go memory and the
-// copies synchronous on every backend; page-locked buffers (cuMemHostAlloc)
-// with asynchronous copies on a stream would be the cuda backend's fast
-// path, not done yet.
+// bytes then go up in chunks of opts.ChunkBytes through Readers + 2 host
+// staging buffers: Readers goroutines pread chunks from the files
+// (checkpoint.Section) in parallel, never a whole file into the Go heap,
+// while the GPU thread copies the chunks already read (one request per
+// chunk, each piece checked against the ledger). On the cuda backend the
+// staging buffers are page-locked (cuMemHostAlloc) and the copies
+// asynchronous on a stream of the backend's (StagingUploader), so reading
+// and copying overlap; elsewhere they are Go memory and the copies
+// synchronous. The Progress callback counts a chunk once its copy is done.
 //
 // ctx is checked before the allocation and between chunks. A load that
 // stops — ctx done (the Progress callback may cancel it), a read that
@@ -107,9 +129,11 @@ func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opt
 	if layout == "" {
 		layout = device.LayoutPooled
 	}
-	chunk := opts.ChunkBytes
-	if chunk == 0 {
-		chunk = DefaultLoadChunkBytes
+	if opts.ChunkBytes == 0 {
+		opts.ChunkBytes = DefaultLoadChunkBytes
+	}
+	if opts.Readers == 0 {
+		opts.Readers = DefaultLoadReaders
 	}
 	tensors := ck.Tensors()
 	wt, items, total, err := weightLayout(tensors, layout)
@@ -161,7 +185,7 @@ func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opt
 	}()
 	err = ctx.Err()
 	if err == nil {
-		err = w.upload(ctx, ck, weights, chunk, opts.Progress)
+		err = w.upload(ctx, ck, weights, opts, opts.Progress)
 	}
 	uploaded = err == nil
 	if err != nil {
@@ -250,49 +274,72 @@ func chunks(w *device.Weights, size int64) [][]piece {
 	return out
 }
 
-// upload copies every tensor's bytes to the device, double-buffered: a
-// reader goroutine fills one staging buffer while the GPU thread copies the
-// other. It returns when the reader has exited.
-func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights *device.Weights, size int64, progress func(device.LoadProgress)) error {
-	plan := chunks(weights, size)
+// upload copies every tensor's bytes to the device through staging buffers
+// the GPU thread made (page-locked ones when the backend is a
+// StagingUploader). readers goroutines pread chunks into free buffers in
+// parallel; this goroutine hands each filled buffer to the GPU thread,
+// which starts its copies and then waits for the copies of the buffer
+// handed before it, which goes back to the readers. On the cuda backend
+// the copies are asynchronous, so the device copies one chunk while the
+// readers fill the next ones; on others each copy is done before the reply.
+// It returns when the readers have exited and every copy it started is
+// done, and the buffers are freed.
+func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights *device.Weights, o LoadOptions, progress func(device.LoadProgress)) (err error) {
+	plan := chunks(weights, o.ChunkBytes)
 	if len(plan) == 0 {
 		return nil
 	}
-	bufSize := min(size, weights.Bytes)
-	free := make(chan []byte, 2)
-	free <- make([]byte, bufSize)
-	if len(plan) > 1 {
-		free <- make([]byte, bufSize)
+	readers := min(o.Readers, len(plan))
+	stage := make(chan messages.StagingAllocReply, 1)
+	st, err := ask(ctx, w, &messages.StagingAlloc{Ctx: ctx, Count: min(readers+2, len(plan)), Bytes: min(o.ChunkBytes, weights.Bytes), Reply: stage}, stage)
+	if err = errors.Join(err, st.Err); err != nil {
+		return err
 	}
-	full := make(chan filled, 2)
-	stop := make(chan struct{})
-	go func() {
-		defer close(full)
-		for k, c := range plan {
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-stop:
-				return
-			}
-			err := readChunk(ck, weights, c, buf)
-			select {
-			case full <- filled{k: k, buf: buf, err: err}:
-			case <-stop:
-				return
-			}
-			if err != nil {
-				return
-			}
+	defer func() {
+		// After the readers have exited (the defer below runs first):
+		// freeing a page-locked buffer waits for its copies.
+		reply := make(chan error, 1)
+		r, ferr := ask(context.Background(), w, &messages.StagingFree{Buffers: st.Buffers, Pinned: st.Pinned, Reply: reply}, reply)
+		if ferr = errors.Join(ferr, r); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("free staging buffers: %w", ferr))
 		}
+	}()
+	free := make(chan []byte, len(st.Buffers))
+	for _, b := range st.Buffers {
+		free <- b
+	}
+	jobs := make(chan int, len(plan))
+	for k := range plan {
+		jobs <- k
+	}
+	close(jobs)
+	full := make(chan filled, len(st.Buffers))
+	stop := make(chan struct{})
+	var readersDone sync.WaitGroup
+	for range readers {
+		readersDone.Go(func() { readChunks(ck, weights, plan, jobs, free, full, stop) })
+	}
+	go func() {
+		readersDone.Wait()
+		close(full)
 	}()
 	defer func() {
 		close(stop)
-		for range full { // wait for the reader to exit
+		for range full { // wait for the readers to exit
 		}
 	}()
 	begin := time.Now()
-	var done int64
+	var done, started int64
+	var inflight []byte // the buffer whose copies the device may still be doing
+	var inflightTensor string
+	report := func(n int64, tensor string) {
+		done += n
+		if progress != nil {
+			el := time.Since(begin)
+			progress(device.LoadProgress{BytesDone: done, BytesTotal: weights.Bytes, Tensor: tensor,
+				Elapsed: el, BytesPerSecond: float64(done) / max(el.Seconds(), 1e-9)})
+		}
+	}
 	for f := range full {
 		if f.err != nil {
 			return f.err
@@ -304,23 +351,51 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 			segs[i] = messages.HostSegment{Dst: weights.Tensors[p.t].Ptr + device.DevicePtr(p.off), Src: f.buf[p.at : p.at+p.n]}
 			n += p.n
 		}
+		last := weights.Tensors[c[len(c)-1].t].Name
 		reply := make(chan error, 1)
-		r, err := ask(ctx, w, &messages.CopyHtoDBatch{Ctx: ctx, Segments: segs, Reply: reply}, reply)
+		r, err := ask(ctx, w, &messages.CopyHtoDStaged{Ctx: ctx, Buffer: f.buf, Segments: segs, Wait: inflight, Reply: reply}, reply)
 		if err = errors.Join(err, r); err != nil {
-			return fmt.Errorf("copy chunk %d of %d (ending in %s): %w", f.k+1, len(plan), weights.Tensors[c[len(c)-1].t].Name, err)
+			return fmt.Errorf("copy chunk %d of %d (ending in %s): %w", f.k+1, len(plan), last, err)
 		}
-		done += n
-		if progress != nil {
-			el := time.Since(begin)
-			progress(device.LoadProgress{BytesDone: done, BytesTotal: weights.Bytes, Tensor: weights.Tensors[c[len(c)-1].t].Name,
-				Elapsed: el, BytesPerSecond: float64(done) / max(el.Seconds(), 1e-9)})
+		if inflight != nil {
+			free <- inflight
+			report(started, inflightTensor)
 		}
-		if err := ctx.Err(); err != nil && done < weights.Bytes {
-			return fmt.Errorf("cancelled after %d of %d B: %w", done, weights.Bytes, err)
+		inflight, inflightTensor, started = f.buf, last, n
+		if err := ctx.Err(); err != nil && done+started < weights.Bytes {
+			return fmt.Errorf("cancelled after %d of %d B: %w", done+started, weights.Bytes, err)
 		}
-		free <- f.buf
 	}
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.CopyHtoDStaged{Ctx: ctx, Wait: inflight, Reply: reply}, reply)
+	if err = errors.Join(err, r); err != nil {
+		return fmt.Errorf("wait for the last chunk (ending in %s): %w", inflightTensor, err)
+	}
+	report(started, inflightTensor)
 	return nil
+}
+
+// readChunks is one reader of upload: it takes chunk numbers from jobs and
+// a free buffer from free, preads the chunk into it and hands it on through
+// full, until jobs is empty, a read fails, or stop is closed.
+func readChunks(ck *checkpoint.Checkpoint, weights *device.Weights, plan [][]piece, jobs <-chan int, free <-chan []byte, full chan<- filled, stop <-chan struct{}) {
+	for k := range jobs {
+		var buf []byte
+		select {
+		case buf = <-free:
+		case <-stop:
+			return
+		}
+		err := readChunk(ck, weights, plan[k], buf)
+		select {
+		case full <- filled{k: k, buf: buf, err: err}:
+		case <-stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // readChunk preads the chunk's pieces into buf. A file that ends early is

@@ -37,7 +37,13 @@ func (m *Memset) Fail(err error) { m.Reply <- err }
 func (m *CopyHtoD) Fail(err error) { m.Reply <- err }
 
 // Fail answers the request with err.
-func (m *CopyHtoDBatch) Fail(err error) { m.Reply <- err }
+func (m *CopyHtoDStaged) Fail(err error) { m.Reply <- err }
+
+// Fail answers the request with err and no buffers.
+func (m *StagingAlloc) Fail(err error) { m.Reply <- StagingAllocReply{Err: err} }
+
+// Fail answers the request with err.
+func (m *StagingFree) Fail(err error) { m.Reply <- err }
 
 // Fail answers the request with err and no data.
 func (m *CopyDtoH) Fail(err error) { m.Reply <- CopyDtoHReply{Err: err} }

@@ -161,19 +161,50 @@ type CopyHtoD struct {
 	Reply chan<- error
 }
 
-// HostSegment is one host→device copy of a CopyHtoDBatch: Src to Dst.
+// HostSegment is one host→device copy of a CopyHtoDStaged: Src to Dst.
 type HostSegment struct {
 	Dst device.DevicePtr
 	Src []byte
 }
 
-// CopyHtoDBatch copies every segment, in order, in one request (a weights
-// load's chunk: the pieces of the tensors one staging buffer holds). Each
-// segment is checked against the ledger as a Device copy is; the first
-// failure stops the batch. Reply: the error, naming the segment.
-type CopyHtoDBatch struct {
+// StagingAlloc asks the GPU thread for Count host staging buffers of Bytes
+// bytes each, for a weights load. Reply: StagingAllocReply.
+type StagingAlloc struct {
+	Ctx   context.Context
+	Count int
+	Bytes int64
+	Reply chan<- StagingAllocReply
+}
+
+// StagingAllocReply answers StagingAlloc: the buffers, page-locked when
+// Pinned (the backend copies from them asynchronously), else Go memory
+// copied synchronously; or the error, with nothing allocated.
+type StagingAllocReply struct {
+	Buffers [][]byte
+	Pinned  bool
+	Err     error
+}
+
+// StagingFree frees buffers StagingAlloc returned, after any copy from them
+// is done. Reply: the error; every buffer is freed whatever it says.
+type StagingFree struct {
+	Buffers [][]byte
+	Pinned  bool
+	Reply   chan<- error
+}
+
+// CopyHtoDStaged starts the copies of one staging buffer's segments, in
+// order, each checked against the ledger as a Device copy is (the first
+// failure stops the batch), and then waits until the copies from Wait, a
+// buffer an earlier CopyHtoDStaged started, are done, so Wait may be
+// refilled. Segments may be empty (only wait); Wait may be nil (only
+// start). From Go memory the copies are done before the reply. Reply: the
+// error, naming the segment.
+type CopyHtoDStaged struct {
 	Ctx      context.Context
+	Buffer   []byte
 	Segments []HostSegment
+	Wait     []byte
 	Reply    chan<- error
 }
 

@@ -1,0 +1,215 @@
+//go:build cuda
+
+package gpuworker
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuarena/gpuarena/checkpoint"
+	"github.com/gpuarena/gpuarena/device"
+)
+
+var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json and safetensors) for BenchmarkCUDAWeightsUpload")
+
+// BenchmarkCUDAWeightsUpload puts the weights loader beside its two limits,
+// in bytes/s (MB/s as go test prints it), on the checkpoint in the folder
+// -gpuarena.model (scripts/load-bench.sh makes a Llama-3.1-8B-shaped one
+// with arenactl gen-model and reads it into the page cache first):
+//
+//   - link/pinned: cuMemcpyHtoDAsync of the checkpoint's size from one
+//     16 MiB page-locked buffer, 16 MiB at a time, then one synchronise:
+//     the host-to-device link's limit. link/pageable: cuMemcpyHtoD from Go
+//     memory, the path LoadWeights takes without page-locked buffers.
+//
+//   - input/pread-N, input/mmap-N: reading every tensor from the page
+//     cache and nothing else, in 16 MiB chunks by N goroutines, with pread
+//     (checkpoint.Section) and through a read-only mmap of each shard
+//     (copied into a buffer, as a loader would): the input's limit.
+//
+//   - load/readers-N/chunk-C: Worker.LoadWeights of the folder, pooled, then
+//     the weights freed.
+//
+//     ./gpuworker.test -test.run '^$' -test.bench CUDAWeightsUpload -test.benchtime 3x -gpuarena.model DIR
+func BenchmarkCUDAWeightsUpload(b *testing.B) {
+	if *benchModel == "" {
+		b.Skip("no -gpuarena.model folder")
+	}
+	ck, err := checkpoint.Open(*benchModel)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ck.Close()
+	total := ck.TotalBytes()
+	const chunk = 16 << 20
+	b.Run("link/pinned", func(b *testing.B) {
+		withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
+			buf, err := cb.AllocStaging(chunk)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cb.FreeStaging(buf)
+			b.SetBytes(total)
+			for b.Loop() {
+				for off := int64(0); off < total; off += chunk {
+					if err := cb.CopyHtoDAsync(dst+device.DevicePtr(off), buf[:min(chunk, total-off)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := cb.MarkStaging(buf); err != nil {
+					b.Fatal(err)
+				}
+				if err := cb.WaitStaging(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("link/pageable", func(b *testing.B) {
+		withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
+			buf := make([]byte, chunk)
+			b.SetBytes(total)
+			for b.Loop() {
+				for off := int64(0); off < total; off += chunk {
+					if err := cb.CopyHtoD(dst+device.DevicePtr(off), buf[:min(chunk, total-off)]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	})
+	for _, n := range []int{1, DefaultLoadReaders, 8, 16} {
+		b.Run(fmt.Sprintf("input/pread-%d", n), func(b *testing.B) {
+			b.SetBytes(total)
+			for b.Loop() {
+				parallelChunks(b, ck, n, chunk, func(buf []byte, t checkpoint.Tensor, off int64) error {
+					r, err := ck.Section(t.Name)
+					if err != nil {
+						return err
+					}
+					_, err = r.ReadAt(buf, off)
+					return err
+				})
+			}
+		})
+		b.Run(fmt.Sprintf("input/mmap-%d", n), func(b *testing.B) {
+			maps := map[string][]byte{}
+			for _, t := range ck.Tensors() {
+				if maps[t.File] != nil {
+					continue
+				}
+				m, err := mmapFile(t.File)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer unix.Munmap(m)
+				maps[t.File] = m
+			}
+			b.SetBytes(total)
+			for b.Loop() {
+				parallelChunks(b, ck, n, chunk, func(buf []byte, t checkpoint.Tensor, off int64) error {
+					start := t.Offset + off
+					copy(buf, maps[t.File][start:start+int64(len(buf))])
+					return nil
+				})
+			}
+		})
+	}
+	for _, n := range []int{8, 16, 24} {
+		for _, c := range []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20} {
+			b.Run(fmt.Sprintf("load/readers-%d/chunk-%dMiB", n, c>>20), func(b *testing.B) {
+				system := actor.NewActorSystem()
+				defer system.Shutdown()
+				w, err := Start(system, BackendConfig{Kind: KindCUDA}.Factory(), WithoutBudget())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.Stop()
+				b.SetBytes(total)
+				for b.Loop() {
+					if _, err := w.LoadWeights(context.Background(), ck, LoadOptions{Readers: n, ChunkBytes: c}); err != nil {
+						b.Fatal(err)
+					}
+					if _, _, err := w.FreeOwner(context.Background(), device.WeightsOwner); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// parallelChunks cuts every tensor into chunks of size bytes and has n
+// goroutines call read on them, each with a buffer of its own.
+func parallelChunks(b *testing.B, ck *checkpoint.Checkpoint, n int, size int64, read func(buf []byte, t checkpoint.Tensor, off int64) error) {
+	type job struct {
+		t   checkpoint.Tensor
+		off int64
+	}
+	jobs := make(chan job, 64)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			buf := make([]byte, size)
+			for j := range jobs {
+				if err := read(buf[:min(size, j.t.Bytes-j.off)], j.t, j.off); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for _, t := range ck.Tensors() {
+		for off := int64(0); off < t.Bytes; off += size {
+			jobs <- job{t, off}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// mmapFile maps path read-only.
+func mmapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+}
+
+// withCUDA runs fn with a cuda backend made on the benchmark's goroutine,
+// locked to its thread (which ends with it), and a device allocation of
+// bytes.
+func withCUDA(b *testing.B, bytes int64, fn func(cb *cudaBackend, dst device.DevicePtr)) {
+	runtime.LockOSThread()
+	be, err := newCUDABackend(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cb := be.(*cudaBackend)
+	defer cb.Close()
+	dst, err := cb.Alloc(bytes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cb.Free(dst)
+	fn(cb, dst)
+}

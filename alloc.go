@@ -123,6 +123,7 @@ func (m *Manager) FreeOwner(ctx context.Context, owner string) (device.ReleaseRe
 // work. An error of the other owners is returned when the arena's part had
 // none (or ErrNoArena).
 func (m *Manager) release(ctx context.Context) (device.ReleaseReport, error) {
+	m.kv.Drop() // the block pool goes before the memory behind it
 	r, err := m.sup.Release(ctx)
 	start := time.Now()
 	if oerr := m.releaseOthers(&r); oerr != nil && (err == nil || errors.Is(err, ErrNoArena)) {
@@ -134,8 +135,9 @@ func (m *Manager) release(ctx context.Context) (device.ReleaseReport, error) {
 
 // releaseOthers frees what Release frees besides the arena and its slabs:
 // every owner in the ledger that the arena's supervisors do not hold (the
-// embedder's owners and the weights), each with FreeOwner, keeping going
-// after an error. It adds what it freed to r and returns the first error.
+// embedder's owners, the weights and the KV cache), each with FreeOwner,
+// keeping going after an error. It adds what it freed to r and returns the
+// first error.
 func (m *Manager) releaseOthers(r *device.ReleaseReport) error {
 	ctx := context.Background() // once started, a release runs to its end
 	l, err := m.worker.Ledger(ctx)

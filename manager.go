@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,6 +35,12 @@ type Manager struct {
 	utilization float64
 	// forwardHist observes every forward step that ran (see Collector).
 	forwardHist prometheus.Histogram
+	// arenaPlan is the plan of the arena BuildArena built, nil before;
+	// BuildKVCache checks a spec's model against it.
+	arenaPlan atomic.Pointer[arena.Plan]
+	// kv is the KV cache supervisor: its mailbox serialises the KV cache's
+	// builds and every change to its block pool.
+	kv *actors.KV
 
 	closeOnce sync.Once
 	closeDone chan struct{} // closed when close has run
@@ -72,7 +79,7 @@ func New(opts ...Option) (*Manager, error) {
 		return nil, err
 	}
 	sup := actors.Spawn(system, worker, actors.WithLogger(cfg.logger))
-	m := &Manager{system: system, worker: worker, sup: sup, logger: cfg.logger, layout: cfg.layout, utilization: cfg.utilization, forwardHist: newForwardHistogram(),
+	m := &Manager{system: system, worker: worker, sup: sup, kv: actors.SpawnKV(system, cfg.logger), logger: cfg.logger, layout: cfg.layout, utilization: cfg.utilization, forwardHist: newForwardHistogram(),
 		closeDone: make(chan struct{})}
 	info := worker.Info()
 	cfg.logger.Info("gpuarena: device opened", "backend", info.Backend, "device", info.Name,
@@ -107,6 +114,7 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*device.Are
 	if err != nil {
 		return nil, err
 	}
+	m.arenaPlan.Store(plan)
 	m.logger.Info("gpuarena: arena built", "model_type", plan.ModelType, "bytes", plan.TotalBytes, "slabs", len(plan.Slabs))
 	return a, nil
 }
@@ -150,13 +158,14 @@ func (m *Manager) Ledger(ctx context.Context) (device.Ledger, error) { return m.
 func (m *Manager) Stats(ctx context.Context) (device.Stats, error) { return m.worker.Stats(ctx) }
 
 // Release frees the arena and the slabs, then everything else the ledger
-// holds: the weights (device.WeightsOwner) and the embedder's own
-// allocations (Alloc), owner by owner. It is exhaustive (it walks the buffer
-// table, then every owner in the ledger), idempotent (a second call frees
+// holds: the weights (device.WeightsOwner), the KV cache
+// (device.KVCacheOwner) and the embedder's own allocations (Alloc), owner
+// by owner. It is exhaustive (it walks the buffer table, then every owner
+// in the ledger), idempotent (a second call frees
 // nothing twice), and it keeps going after an error, returning the first.
-// Later forward steps, carves and builds get ErrReleased; Alloc and
-// LoadWeights still work, and Close frees what they make. Before any arena
-// was built it frees the weights and the embedder's allocations, reports
+// Later forward steps, carves and builds get ErrReleased; Alloc,
+// LoadWeights and BuildKVCache still work, and Close frees what they make.
+// Before any arena was built it frees the other owners, reports
 // them, and returns ErrNoArena; the manager can still build one. ctx bounds
 // only the wait for the arena's part: once started, a release runs to its
 // end, and the other owners are then freed (and waited for) whatever ctx
@@ -239,6 +248,7 @@ func (m *Manager) close() {
 	defer close(m.closeDone)
 	start := time.Now()
 	_, err := m.release(context.Background())
+	m.kv.Stop()
 	m.sup.Stop()
 	werr := m.worker.StopContext(context.Background())
 	m.system.Shutdown()

@@ -39,8 +39,8 @@ func (a gqa) decodeValueDim() int64 { return a.d }
 func (a gqa) kv(s *sizer) kvShape {
 	width := s.mul(2, a.hkv, a.d)
 	return kvShape{
-		paged:   []kvLayers{{layers: a.full, width: width, ratio: 1}},
-		sliding: kvLayers{layers: a.sliding, width: width, ratio: 1},
+		paged:   []kvLayers{{layers: a.full, width: width, ratio: 1, kvHeads: a.hkv}},
+		sliding: kvLayers{layers: a.sliding, width: width, ratio: 1, kvHeads: a.hkv},
 		window:  a.window,
 	}
 }

@@ -36,9 +36,13 @@ func (e *CheckpointNamesError) Unwrap() error { return ErrNoCheckpointNames }
 // names come from the family's modeling file, as its state_dict writes them.
 type checkpointNaming struct {
 	// root is the decoder's module ("model", NemotronHForCausalLM's
-	// "backbone"); embed and finalNorm are its embedding and final norm
-	// ("embed_tokens" and "norm"; Nemotron-H "embeddings" and "norm_f").
+	// "backbone", Gemma3ForConditionalGeneration's "language_model.model");
+	// embed and finalNorm are its embedding and final norm ("embed_tokens"
+	// and "norm"; Nemotron-H "embeddings" and "norm_f").
 	root, embed, finalNorm string
+	// lmHead is the LM head's module ("lm_head";
+	// Gemma3ForConditionalGeneration's "language_model.lm_head").
+	lmHead string
 	// attn and mlp are a layer's attention and dense MLP modules
 	// ("self_attn", "mlp"; Nemotron-H's single "mixer" for both).
 	attn, mlp string
@@ -66,29 +70,31 @@ type checkpointNaming struct {
 // model.layers.N.mlp, model.norm), MoE under mlp with router gate and
 // shared_experts.
 func standardNaming() checkpointNaming {
-	return checkpointNaming{root: "model", embed: "embed_tokens", finalNorm: "norm", attn: "self_attn", mlp: "mlp",
+	return checkpointNaming{root: "model", embed: "embed_tokens", finalNorm: "norm", lmHead: "lm_head", attn: "self_attn", mlp: "mlp",
 		moe: "mlp", router: "gate", sharedExpert: "shared_experts"}
 }
 
 // checkpointNamer is a familySpec whose checkpoint names CheckpointTensors
-// lists; ok is false when the family's names are not known (an unknown
-// model_type planned as Llama).
+// lists for c; ok is false when the family's names are not known (an
+// unknown model_type planned as Llama).
 type checkpointNamer interface {
-	checkpointNames() (n checkpointNaming, ok bool)
+	checkpointNames(c *ModelConfig) (n checkpointNaming, ok bool)
 }
 
 // checkpointNames: the standard decoder's modules (modeling_llama.py,
 // modeling_qwen3.py, modeling_qwen3_moe.py, modeling_glm4_moe.py): mlp,
 // mlp.gate, mlp.experts.E.{gate,up,down}_proj, mlp.shared_experts.
-func (decoder) checkpointNames() (checkpointNaming, bool) { return standardNaming(), true }
+func (decoder) checkpointNames(*ModelConfig) (checkpointNaming, bool) { return standardNaming(), true }
 
 // checkpointNames: none; an unknown model_type's names are a guess.
-func (unknownFamily) checkpointNames() (checkpointNaming, bool) { return checkpointNaming{}, false }
+func (unknownFamily) checkpointNames(*ModelConfig) (checkpointNaming, bool) {
+	return checkpointNaming{}, false
+}
 
 // checkpointNames: modeling_mixtral.py MixtralSparseMoeBlock as
 // block_sparse_moe, its gate and experts.E.w1 (gate), w3 (up), w2 (down)
 // (mistralai/Mixtral-8x7B-v0.1 model.safetensors.index.json).
-func (mixtral) checkpointNames() (checkpointNaming, bool) {
+func (mixtral) checkpointNames(*ModelConfig) (checkpointNaming, bool) {
 	n := standardNaming()
 	n.moe, n.experts = "block_sparse_moe", map[string]string{"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
 	return n, true
@@ -96,7 +102,7 @@ func (mixtral) checkpointNames() (checkpointNaming, bool) {
 
 // checkpointNames: modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock:
 // mlp.shared_expert and mlp.shared_expert_gate.
-func (qwen2MoE) checkpointNames() (checkpointNaming, bool) {
+func (qwen2MoE) checkpointNames(*ModelConfig) (checkpointNaming, bool) {
 	n := standardNaming()
 	n.sharedExpert = "shared_expert"
 	return n, true
@@ -104,7 +110,7 @@ func (qwen2MoE) checkpointNames() (checkpointNaming, bool) {
 
 // checkpointNames: modeling_qwen3_next.py Qwen3NextSparseMoeBlock, as
 // Qwen2-MoE's.
-func (qwen3Next) checkpointNames() (checkpointNaming, bool) {
+func (qwen3Next) checkpointNames(*ModelConfig) (checkpointNaming, bool) {
 	n := standardNaming()
 	n.sharedExpert = "shared_expert"
 	return n, true
@@ -113,7 +119,7 @@ func (qwen3Next) checkpointNames() (checkpointNaming, bool) {
 // checkpointNames: modeling_gpt_oss.py GptOssMLP: mlp.router (weight,
 // bias) and mlp.experts with stacked gate_up_proj and down_proj (as
 // openai/gpt-oss-20b stores them: *_blocks and *_scales in MXFP4).
-func (gptOSS) checkpointNames() (checkpointNaming, bool) {
+func (gptOSS) checkpointNames(*ModelConfig) (checkpointNaming, bool) {
 	n := standardNaming()
 	n.router, n.fusedExperts = "router", true
 	return n, true
@@ -122,15 +128,15 @@ func (gptOSS) checkpointNames() (checkpointNaming, bool) {
 // checkpointNames: modeling_deepseek_v3.py DeepseekV3MoE: mlp.gate,
 // mlp.experts.E, mlp.shared_experts; FP8 projections carry
 // weight_scale_inv (deepseek-ai/DeepSeek-V3 model.safetensors.index.json).
-func (deepseek) checkpointNames() (checkpointNaming, bool) { return standardNaming(), true }
+func (deepseek) checkpointNames(*ModelConfig) (checkpointNaming, bool) { return standardNaming(), true }
 
 // checkpointNames: modeling_nemotron_h.py NemotronHForCausalLM:
 // backbone.embeddings, backbone.layers.N.norm and one mixer per block
 // (NemotronHMamba2Mixer, NemotronHAttention, NemotronHMLP or NemotronHMOE
 // with gate, experts.E and shared_experts), backbone.norm_f (as
 // nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 stores them).
-func (nemotronH) checkpointNames() (checkpointNaming, bool) {
-	return checkpointNaming{root: "backbone", embed: "embeddings", finalNorm: "norm_f", attn: "mixer", mlp: "mixer",
+func (nemotronH) checkpointNames(*ModelConfig) (checkpointNaming, bool) {
+	return checkpointNaming{root: "backbone", embed: "embeddings", finalNorm: "norm_f", lmHead: "lm_head", attn: "mixer", mlp: "mixer",
 		moe: "mixer", router: "gate", sharedExpert: "shared_experts"}, true
 }
 
@@ -143,10 +149,13 @@ func (nemotronH) checkpointNames() (checkpointNaming, bool) {
 // unless tie_word_embeddings), their safetensors dtypes and their shapes as
 // torch stores them (nn.Linear [out, in], nn.Embedding [V, H], conv1d
 // [channels, 1, kernel]), in model order (embed_tokens, layer by layer,
-// norm, lm_head), as save_pretrained writes and shards them. It lists what
+// norm, lm_head, then a multimodal model's vision tower and projector), as
+// save_pretrained writes and shards them. It lists what
 // EstimateWeights(cfg, opts) counts (the MTP layers only with
 // opts.IncludeMTP, as model.layers.<num_hidden_layers + i>, DeepSeek-V3's
-// layout), so the bytes of the listing sum to WeightReport.Bytes exactly.
+// layout) as the checkpoint stores it, so the bytes of the listing sum to
+// WeightReport.CheckpointBytes exactly (WeightReport.Bytes adds the
+// engine's padding).
 //
 // Dtypes: bf16 weights are BF16 (F16 when torch_dtype is float16 and no
 // opts.DType overrides it); fp8
@@ -159,9 +168,13 @@ func (nemotronH) checkpointNames() (checkpointNaming, bool) {
 // Families listed: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe,
 // mixtral, gpt_oss, glm4_moe, qwen3_next, deepseek_v2, deepseek_v3,
 // nemotron_h (backbone.embeddings, backbone.layers.N.mixer.*,
-// backbone.norm_f). Errors: those of EstimateWeights; a
-// *CheckpointNamesError (ErrNoCheckpointNames) for another model_type
-// (deepseek_v4, an unknown one) or a format the family's checkpoints do not use.
+// backbone.norm_f), gemma3_text, and the multimodal gemma3, llava and
+// mistral3 (language_model.model.*, vision_tower.*,
+// multi_modal_projector.*) and qwen2_5_vl (model.*, visual.*). Errors:
+// those of EstimateWeights; a *CheckpointNamesError (ErrNoCheckpointNames)
+// for another model_type (deepseek_v4, an unknown one, a multimodal one
+// arena does not register or whose vision tower it does not name) or a
+// format the family's checkpoints do not use.
 func CheckpointTensors(cfg *ModelConfig, opts WeightOptions) ([]checkpoint.TensorSpec, error) {
 	if cfg == nil {
 		return nil, &ConfigError{Reason: "nil *ModelConfig"}
@@ -173,7 +186,7 @@ func CheckpointTensors(cfg *ModelConfig, opts WeightOptions) ([]checkpoint.Tenso
 	namer, ok := spec.(checkpointNamer)
 	var naming checkpointNaming
 	if ok {
-		naming, ok = namer.checkpointNames()
+		naming, ok = namer.checkpointNames(cfg)
 	}
 	if !ok {
 		return nil, &CheckpointNamesError{ModelType: cfg.ModelType, Reason: "its family's checkpoint layout is not listed"}
@@ -195,9 +208,11 @@ func CheckpointTensors(cfg *ModelConfig, opts WeightOptions) ([]checkpoint.Tenso
 		l.bf16 = checkpoint.F16
 	}
 	layers := int64(len(cfg.Layers))
-	var top, tail []int
+	var top, tail, vision []int
 	for i, t := range main {
 		switch {
+		case isVisionGroup(mainOrigins[i].group):
+			vision = append(vision, i)
 		case strings.HasPrefix(t.Name, "layers."):
 		case t.Name == "embed_tokens":
 			top = append(top, i)
@@ -220,12 +235,13 @@ func CheckpointTensors(cfg *ModelConfig, opts WeightOptions) ([]checkpoint.Tenso
 		name := naming.root + "." + main[i].Name
 		switch main[i].Name {
 		case "lm_head":
-			name = "lm_head"
+			name = naming.lmHead
 		case "norm":
 			name = naming.root + "." + naming.finalNorm
 		}
 		l.plain(name, main[i], mainOrigins[i])
 	}
+	l.vision(main, mainOrigins, vision)
 	if l.err != nil {
 		return nil, l.err
 	}

@@ -48,6 +48,16 @@ func TestWeightsMatchPublishedTotalSize(t *testing.T) {
 		{"mixtral-8x7b-v0.1.json", 93_405_585_408, 995}, // 32 × (2 + 4 + 1 + 8 × 3) + 3
 		{"gpt-oss-20b.json", 13_761_264_768, 459},       // 24 × 19 + 3
 		{"gpt-oss-120b.json", 65_248_815_744, 687},      // 36 × 19 + 3
+		// Qwen/Qwen2.5-VL-7B-Instruct's total_size, as the Qwen-Image text
+		// encoder's (exo model card: 16584333312 + 40860802176) and a
+		// Lingshu-7B fine-tune's merged index state it. Language model 1 +
+		// 28 × 12 + 2; vision 1 + 32 × 12 + 5 (merger).
+		{"qwen2.5-vl-7b-instruct.json", 16_584_333_312, 729},
+		// google/medgemma-27b-it's total_size (54864813280, its published
+		// metadata), a Gemma-3-27B-it of the same architecture; gemma-3-27b-it's
+		// own index was not found. Language model 1 + 62 × 13 + 1 (tied
+		// head); SigLIP 3 + 27 × 16 + 2; projector 2.
+		{"gemma-3-27b-it.json", 54_864_813_280, 1247},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -56,8 +66,8 @@ func TestWeightsMatchPublishedTotalSize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Bytes != tt.totalSize {
-				t.Errorf("estimate %d B, published total_size %d B (%+d)", r.Bytes, tt.totalSize, r.Bytes-tt.totalSize)
+			if r.CheckpointBytes != tt.totalSize {
+				t.Errorf("estimate %d B, published total_size %d B (%+d)", r.CheckpointBytes, tt.totalSize, r.CheckpointBytes-tt.totalSize)
 			}
 			ts, err := CheckpointTensors(cfg, WeightOptions{})
 			if err != nil {
@@ -173,6 +183,43 @@ func TestCheckpointTensorNames(t *testing.T) {
 			{"model.layers.3.mlp.shared_expert.gate_proj.weight", checkpoint.BF16, []int64{512, 2048}},
 			{"model.layers.3.mlp.shared_expert_gate.weight", checkpoint.BF16, []int64{1, 2048}},
 		}, absent: []string{"model.layers.0.self_attn.q_proj.weight", "model.layers.3.linear_attn.A_log"}},
+		// google/gemma-3-27b-it (Gemma3ForConditionalGeneration): the
+		// language model under language_model.model, the head tied (no
+		// language_model.lm_head), SigLIP under vision_tower.vision_model,
+		// the projector's raw [Hv, H] parameter; modeling_gemma3.py,
+		// modeling_siglip.py.
+		{file: "gemma-3-27b-it.json", first: "language_model.model.embed_tokens.weight",
+			last: "multi_modal_projector.mm_soft_emb_norm.weight", want: []want{
+				{"language_model.model.embed_tokens.weight", checkpoint.BF16, []int64{262208, 5376}},
+				{"language_model.model.layers.0.self_attn.q_proj.weight", checkpoint.BF16, []int64{4096, 5376}},
+				{"language_model.model.layers.0.self_attn.q_norm.weight", checkpoint.BF16, []int64{128}},
+				{"language_model.model.layers.61.pre_feedforward_layernorm.weight", checkpoint.BF16, []int64{5376}},
+				{"language_model.model.layers.61.post_feedforward_layernorm.weight", checkpoint.BF16, []int64{5376}},
+				{"language_model.model.layers.5.mlp.down_proj.weight", checkpoint.BF16, []int64{5376, 21504}},
+				{"language_model.model.norm.weight", checkpoint.BF16, []int64{5376}},
+				{"vision_tower.vision_model.embeddings.patch_embedding.weight", checkpoint.BF16, []int64{1152, 3, 14, 14}},
+				{"vision_tower.vision_model.embeddings.position_embedding.weight", checkpoint.BF16, []int64{4096, 1152}},
+				{"vision_tower.vision_model.encoder.layers.26.self_attn.out_proj.bias", checkpoint.BF16, []int64{1152}},
+				{"vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", checkpoint.BF16, []int64{4304, 1152}},
+				{"vision_tower.vision_model.post_layernorm.bias", checkpoint.BF16, []int64{1152}},
+				{"multi_modal_projector.mm_input_projection_weight", checkpoint.BF16, []int64{1152, 5376}},
+			}, absent: []string{"language_model.lm_head.weight", "lm_head.weight", "vision_tower.vision_model.encoder.layers.27.layer_norm1.weight",
+				"vision_tower.vision_model.head.probe"}},
+		// Qwen/Qwen2.5-VL-7B-Instruct: the language model under model, the
+		// vision transformer and its merger under visual;
+		// modeling_qwen2_5_vl.py.
+		{file: "qwen2.5-vl-7b-instruct.json", first: "model.embed_tokens.weight", last: "visual.merger.mlp.2.bias", want: []want{
+			{"model.layers.27.self_attn.q_proj.bias", checkpoint.BF16, []int64{3584}},
+			{"model.layers.0.self_attn.k_proj.weight", checkpoint.BF16, []int64{512, 3584}},
+			{"lm_head.weight", checkpoint.BF16, []int64{152064, 3584}},
+			{"visual.patch_embed.proj.weight", checkpoint.BF16, []int64{1280, 3, 2, 14, 14}},
+			{"visual.blocks.0.attn.qkv.weight", checkpoint.BF16, []int64{3840, 1280}},
+			{"visual.blocks.31.mlp.down_proj.weight", checkpoint.BF16, []int64{1280, 3420}},
+			{"visual.blocks.31.mlp.down_proj.bias", checkpoint.BF16, []int64{1280}},
+			{"visual.merger.ln_q.weight", checkpoint.BF16, []int64{1280}},
+			{"visual.merger.mlp.0.weight", checkpoint.BF16, []int64{5120, 5120}},
+			{"visual.merger.mlp.2.weight", checkpoint.BF16, []int64{3584, 5120}},
+		}, absent: []string{"visual.blocks.32.norm1.weight", "model.visual.merger.ln_q.weight"}},
 		// nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 ("MEMEM*E..."):
 		// modeling_nemotron_h.py, one mixer per block under backbone.
 		{file: "nemotron-3-nano-30b-a3b.json", first: "backbone.embeddings.weight", last: "lm_head.weight", want: []want{
@@ -200,8 +247,8 @@ func TestCheckpointTensorNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := listingBytes(t, ts); got != r.Bytes {
-				t.Errorf("listing %d B, estimate %d B", got, r.Bytes)
+			if got := listingBytes(t, ts); got != r.CheckpointBytes {
+				t.Errorf("listing %d B, estimate %d B as the checkpoint stores it", got, r.CheckpointBytes)
 			}
 			byName := map[string]checkpoint.TensorSpec{}
 			for _, s := range ts {
@@ -283,8 +330,9 @@ func TestCheckpointTensorsNotListed(t *testing.T) {
 
 // TestCheckpointTensorsSumToEstimate: for every example config whose
 // family is listed, under every weight option, the listing's bytes are
-// EstimateWeights's, no name repeats and every name ends as a parameter
-// (".weight", a bias, a scale, sinks, A_log, D or gpt-oss's _blocks/_scales).
+// EstimateWeights's CheckpointBytes, no name repeats and every name ends as
+// a parameter (".weight", a bias, a scale, sinks, A_log, D, gpt-oss's
+// _blocks/_scales or Gemma-3's mm_input_projection_weight).
 func TestCheckpointTensorsSumToEstimate(t *testing.T) {
 	options := map[string]WeightOptions{
 		"config": {}, "bf16": {DType: BF16}, "f32": {DType: F32}, "fp8": {DType: FP8}, "mtp": {IncludeMTP: true},
@@ -309,8 +357,8 @@ func TestCheckpointTensorsSumToEstimate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := listingBytes(t, ts); got != r.Bytes {
-					t.Errorf("listing %d B, estimate %d B", got, r.Bytes)
+				if got := listingBytes(t, ts); got != r.CheckpointBytes {
+					t.Errorf("listing %d B, estimate %d B as the checkpoint stores it", got, r.CheckpointBytes)
 				}
 				seen := make(map[string]bool, len(ts))
 				for _, s := range ts {
@@ -320,7 +368,7 @@ func TestCheckpointTensorsSumToEstimate(t *testing.T) {
 						t.Errorf("%s is listed twice", s.Name)
 					case !slices.Contains([]string{"weight", "bias", "weight_scale_inv", "sinks", "A_log", "D", "e_score_correction_bias", "dt_bias"}, last) &&
 						!strings.HasSuffix(last, "_blocks") && !strings.HasSuffix(last, "_scales") && !strings.HasSuffix(last, "_bias") &&
-						!strings.HasSuffix(last, "_proj"):
+						!strings.HasSuffix(last, "_proj") && !strings.HasSuffix(last, "_weight"):
 						t.Errorf("%s does not end as a parameter", s.Name)
 					}
 					seen[s.Name] = true

@@ -16,8 +16,16 @@ const MaxLayers = 1 << 16
 // per-layer kinds, resolved head_dim). Sizes are in elements unless a field
 // says otherwise. Build one with ParseConfig or LoadConfig.
 type ModelConfig struct {
-	// ModelType is model_type as written ("qwen3_next"); "" when absent.
+	// ModelType is model_type as written ("qwen3_next", "gemma3"); "" when
+	// absent.
 	ModelType string
+	// TextModelType is the language model's model_type when the config
+	// nests it under text_config (or, as Qwen2.5-VL's original config,
+	// keeps its fields at the top level next to vision_config):
+	// text_config.model_type, else the multimodal family's default
+	// ("gemma3_text", "qwen2"); "" for a text-only config. Every size
+	// below is the language model's.
+	TextModelType string
 	// Architectures is the architectures list, informational.
 	Architectures []string
 	// Family is the architecture class ModelType's family states
@@ -61,6 +69,10 @@ type ModelConfig struct {
 	// MambaSSMCacheDType is mamba_ssm_cache_dtype as written ("float32",
 	// nemotron_h), the recurrent state's dtype; "" when absent.
 	MambaSSMCacheDType string
+	// RopeScaling is rope_scaling (or rope_parameters), one entry per
+	// layer type in transformers v5's nested form; nil when absent. It
+	// bounds max_seq_len (MaxSeqLenLimit).
+	RopeScaling []RopeScaling
 
 	// NumExperts (E) is the routed expert count (num_local_experts,
 	// num_experts or n_routed_experts); 0 for a model without MoE.
@@ -100,6 +112,11 @@ type ModelConfig struct {
 	Mamba *MambaConfig
 	// DeepSeekV4 holds the DeepSeek-V4 attention fields; nil unless FamilyDeepSeekV4.
 	DeepSeekV4 *DeepSeekV4Config
+
+	// Vision is the vision tower of a multimodal config (vision_config);
+	// nil for a text-only one. Only its weights are sized: PlanFor plans
+	// the language model.
+	Vision *VisionConfig
 
 	// Layers is one entry per decoder layer (len == NumLayers).
 	Layers []Layer

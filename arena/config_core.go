@@ -34,6 +34,7 @@ func parseCore(r *fieldReader, c *ModelConfig) {
 	c.ExpertDType = r.str("expert_dtype")
 	c.NumNextNPredictLayers = r.nonNegative("num_nextn_predict_layers", 0)
 	c.MambaSSMCacheDType = r.str("mamba_ssm_cache_dtype")
+	c.RopeScaling = parseRopeScaling(r)
 	c.Quantization = parseQuantization(r)
 }
 

@@ -42,6 +42,13 @@ func TestParseExampleConfigs(t *testing.T) {
 		{"gpt-oss-120b.json", FamilyMoE, 64, LayerCounts{FullAttention: 18, SlidingAttention: 18, MoE: 36}, 128, 4, 2880, 0, ""},
 		// first_k_dense_replace 1 → 1 dense + 45 MoE; shared = 1 × 1408.
 		{"glm-4.5-air.json", FamilyMoE, 128, LayerCounts{FullAttention: 46, MoE: 45, DenseMLP: 1}, 128, 8, 1408, 1408, "bfloat16"},
+		// text_config: sliding_window_pattern 6 (Gemma3TextConfig's
+		// default) → full attention at layers 5, 11, ..., 59: 10 of 62.
+		// torch_dtype from the top level.
+		{"gemma-3-27b-it.json", FamilyDense, 128, LayerCounts{FullAttention: 10, SlidingAttention: 52, DenseMLP: 62}, 0, 0, 0, 0, "bfloat16"},
+		{"qwen3-0.6b.json", FamilyDense, 128, LayerCounts{FullAttention: 28, DenseMLP: 28}, 0, 0, 0, 0, "bfloat16"},
+		// Flat Qwen2 fields; sliding_window dropped (use_sliding_window false).
+		{"qwen2.5-vl-7b-instruct.json", FamilyDense, 128, LayerCounts{FullAttention: 28, DenseMLP: 28}, 0, 0, 0, 0, "bfloat16"},
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {

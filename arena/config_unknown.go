@@ -31,15 +31,23 @@ var expertFields = []string{
 
 // unknownFamily is the family of a model_type no family registers (or of
 // an absent one): planned as a dense standard decoder (llama's layers),
-// unless its config declares routed experts.
+// unless its config declares routed experts; one whose config nests a
+// text_config is read as genericMultimodal.
 type unknownFamily struct{ decoder }
 
 // parse plans an unknown model_type as a dense decoder and says so in
 // Notes. A config that declares routed experts is refused (ErrUnsupportedMoE):
 // as dense it would leave the experts out and seem to fit. A missing
-// standard field is an error that says why it was needed.
+// standard field is an error that says why it was needed. A config that
+// nests a text_config is read as genericMultimodal (its language model
+// then goes through these rules as text_config's model_type); a flat one
+// with a vision_config gets a note that its vision tower is not counted.
 func (unknownFamily) parse(r *fieldReader, c *ModelConfig) {
 	if r.err != nil { // model_type is not a string
+		return
+	}
+	if r.has("text_config") {
+		genericMultimodal.parse(r, c)
 		return
 	}
 	what := fmt.Sprintf("unknown model_type %q", clip(c.ModelType))
@@ -57,6 +65,9 @@ func (unknownFamily) parse(r *fieldReader, c *ModelConfig) {
 		return
 	}
 	c.Notes = append(c.Notes, what+": planned as dense")
+	if r.has("vision_config") {
+		c.Notes = append(c.Notes, "vision_config: the vision tower of an unknown model_type is not counted")
+	}
 }
 
 // declaredExpertFields lists the expertFields obj sets, as "name = value"

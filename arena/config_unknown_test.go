@@ -112,7 +112,7 @@ func TestFitCarriesPlanNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := PlanFor(cfg, Options{MaxSeqLen: 262144})
+	plan, err := PlanFor(cfg, Options{MaxSeqLen: 262144, AllowLongMaxSeqLen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestFitCarriesPlanNotes(t *testing.T) {
 	}
 	want := []string{
 		`plan: unknown model_type "foo_lm": planned as dense`,
-		"plan: max_seq_len 262144 exceeds max_position_embeddings 131072",
+		"plan: max_seq_len 262144 exceeds the model's limit of 131072 tokens (max_position_embeddings 131072): allowed by allow_long_max_seq_len",
 	}
 	if len(r.Notes) < 2 || r.Notes[0] != want[0] || r.Notes[1] != want[1] {
 		t.Errorf("fit notes start %q, want %q", r.Notes[:min(2, len(r.Notes))], want)

@@ -10,6 +10,10 @@
 //     attention kind (widths, KV bytes per token) and recurrent dims, and
 //     its weight tensors; the planner, the KV layout and the weight
 //     estimate read that spec (family_spec.go) and dispatch on nothing else.
+//     A multimodal config (Gemma-3, Qwen2.5-VL, LLaVA, Mistral-3, or any
+//     model_type whose config nests a text_config) is planned as its
+//     language model (TextModelType); its vision tower (VisionConfig) only
+//     adds weights.
 //     Input is bounded before it is decoded (MaxConfigBytes, MaxLayers,
 //     MaxArchitectures, MaxArrayEntries: ErrConfigTooLarge); LoadConfig
 //     takes a file or a model folder and refuses FIFOs, devices and sockets
@@ -21,7 +25,10 @@
 //   - NewPoolLayout places a plan's buffers in one allocation;
 //     NewDecodeMetaLayout lays out the decode metadata; CarveSlab is the slab
 //     carve arithmetic.
-//   - EstimateWeights sizes the weights tensor by tensor; NewKVLayout the KV
+//   - EstimateWeights sizes the weights tensor by tensor, as the engine
+//     holds them (vLLM's padded MXFP4 experts, MXFP4Backend) and as the
+//     checkpoint stores them; CheckpointTensors lists them under their
+//     checkpoint names; NewKVLayout the KV
 //     cache and per-sequence state; Fit prices all of it against a device and
 //     gpu_memory_utilization, and says what would make a plan fit.
 //

@@ -136,8 +136,9 @@ func (a deepseekV4Attention) kv(s *sizer) kvShape {
 			w, coff = s.add(w, a.indexHeadDim), 2
 			state = s.mul(coff, r, 2, coff, a.indexHeadDim, F32.Size()) // the indexer's compressor
 		}
-		kv.paged = append(kv.paged, kvLayers{layers: 1, width: w, ratio: r})
-		kv.compressorState = s.add(kv.compressorState, state, s.mul(coff, r, 2, coff, a.d, F32.Size()))
+		state = s.add(state, s.mul(coff, r, 2, coff, a.d, F32.Size()))
+		kv.paged = append(kv.paged, kvLayers{layers: 1, width: w, ratio: r, state: state})
+		kv.compressorState = s.add(kv.compressorState, state)
 	}
 	kv.sliding, kv.window = kvLayers{layers: a.layers, width: a.d, ratio: 1}, a.window
 	return kv
@@ -247,9 +248,9 @@ func (w *weightBuilder) deepseekV4Layers(p string, n int64, ratios map[int64]int
 	w.t(p+"ffn.gate", "moe_router", kindHigh, n, h, e)
 	w.t(p+"ffn.gate.tid2eid", "moe_router", kindI32, hash, c.VocabSize, k)
 	w.t(p+"ffn.gate.e_score_correction_bias", "moe_router", kindF32, n-hash, e)
-	w.mlp(p+"ffn.experts.", "moe_experts", kindExpert, w.mul(n, e), w.mul(n, k), c.MoEIntermediateSize, false)
+	w.mlp(p+"ffn.experts.", "moe_experts", kindExpert, w.mul(n, e), w.mul(n, k), c.MoEIntermediateSize, false, expertLayout{})
 	if s := c.SharedExpertIntermediateSize; s > 0 {
-		w.mlp(p+"ffn.shared_experts.", "moe_shared_experts", kindLinear, n, n, s, false)
+		w.mlp(p+"ffn.shared_experts.", "moe_shared_experts", kindLinear, n, n, s, false, expertLayout{})
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 //   - PlanFor (the buffer table), NewKVLayout and EstimateWeights call shape
 //     (through shapeOf) and read the modelShape it returns;
 //   - EstimateWeights calls layers and, when the family implements
-//     mtpFamily, mtpLayers.
+//     mtpFamily, mtpLayers, and when it implements visionFamily, vision.
 //
 // A family built like the standard decoder embeds decoder, which gives it
 // shape and layers, and writes only parse.
@@ -45,6 +45,16 @@ type mtpFamily interface {
 	// between the shared embed_tokens, enorm and hnorm and the shared
 	// shared_head.norm and shared_head.head (see weightBuilder.mtp).
 	mtpLayers(w *weightBuilder, p string, n int64)
+}
+
+// visionFamily is a familySpec of a multimodal model (family_multimodal.go):
+// EstimateWeights calls vision after the language model's tensors.
+type visionFamily interface {
+	familySpec
+	// vision adds the vision tower's and the projector's tensors, each under
+	// its checkpoint name (tensorForm.checkpoint), none read by a text
+	// token (ActiveCount 0).
+	vision(w *weightBuilder)
 }
 
 // modelShape is what the buffer table and the KV layout read of a model,
@@ -104,9 +114,14 @@ type kvShape struct {
 
 // kvLayers is layers layers that each cache width elements of KVDType per
 // ratio tokens (ratio 1: every token; DeepSeek-V4 compressed layers: one
-// entry per compress_ratio tokens).
+// entry per compress_ratio tokens). kvHeads > 0 splits width into K and V
+// of kvHeads heads each (width = 2·kvHeads·head_dim, GQA); 0 is one latent
+// of width (MLA, DeepSeek-V4). state is one sequence's compressor state of
+// each of the layers, in bytes (DeepSeek-V4; 0 otherwise). KVCacheGroups
+// reads kvHeads and state to lay the cache out.
 type kvLayers struct {
 	layers, width, ratio int64
+	kvHeads, state       int64
 }
 
 // families maps each registered model_type to its family's spec.
@@ -134,8 +149,13 @@ func specFor(modelType string) familySpec {
 }
 
 // shapeOf is c's family spec and shape. Errors: those of familySpec.shape.
+// A model_type no family registers whose config nested a language model
+// (TextModelType set) is genericMultimodal's.
 func shapeOf(c *ModelConfig) (familySpec, modelShape, error) {
 	spec := specFor(c.ModelType)
+	if _, unknown := spec.(unknownFamily); unknown && c.TextModelType != "" {
+		spec = genericMultimodal
+	}
 	shape, err := spec.shape(c)
 	return spec, shape, err
 }

@@ -11,15 +11,25 @@ import (
 // config of its own to the example it is exercised with, model_type
 // replaced.
 var familySiblings = map[string]string{
-	"mistral":     "llama-3.1-8b.json",
-	"qwen2":       "qwen3-8b.json",
-	"qwen2_moe":   "qwen3-30b-a3b.json",
-	"deepseek_v2": "deepseek-v3.json",
+	"mistral":         "llama-3.1-8b.json",
+	"qwen2":           "qwen3-8b.json",
+	"qwen2_moe":       "qwen3-30b-a3b.json",
+	"deepseek_v2":     "deepseek-v3.json",
+	"qwen2_5_vl_text": "qwen3-8b.json",
+}
+
+// familyFixtures maps each registered model_type that has no example
+// config of its own to a real config of that model_type in testdata.
+var familyFixtures = map[string]string{
+	"gemma3_text": "gemma-3-1b-it-config.json",
+	"llava":       "llava-1.5-7b-hf-config.json",
+	"mistral3":    "mistral-small-3.1-24b-config.json",
 }
 
 // TestFamilyRegistry: every registered model_type is exercised by a config
-// (its own in examples/configs, or a sibling's) that parses into its
-// family and plans; an unregistered one falls back to unknownFamily.
+// (its own in examples/configs or testdata, or a sibling's) that parses
+// into its family and plans; an unregistered one falls back to
+// unknownFamily.
 func TestFamilyRegistry(t *testing.T) {
 	examples := map[string]bool{}
 	for _, p := range exampleConfigs(t) {
@@ -31,6 +41,19 @@ func TestFamilyRegistry(t *testing.T) {
 				t.Errorf("specFor(%q) is unknownFamily", name)
 			}
 			if examples[name] {
+				return
+			}
+			if fixture, ok := familyFixtures[name]; ok {
+				cfg, err := LoadConfig(filepath.Join("testdata", fixture))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.ModelType != name {
+					t.Fatalf("%s: model_type %q", fixture, cfg.ModelType)
+				}
+				if _, err := PlanFor(cfg, Options{}); err != nil {
+					t.Error(err)
+				}
 				return
 			}
 			sibling, ok := familySiblings[name]

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"slices"
-	"strings"
 )
 
 // DefaultGPUMemoryUtilization is the default fraction of the device's total
@@ -55,6 +53,12 @@ type FitOptions struct {
 	// reserves nothing (for a device measured with this process's context
 	// and graphs already in place).
 	ReserveBytes *int64
+	// UtilizationScope is what GPUMemoryUtilization caps: "" or
+	// UtilizationDevice, every process on the device together (memory
+	// others hold comes out of this process's budget); UtilizationInstance,
+	// this process alone, vLLM V1's rule (others' memory must leave that
+	// budget free, or the fit fails as vLLM refuses to start).
+	UtilizationScope UtilizationScope
 	// Weights chooses how the weights are sized (dtype override, MTP).
 	Weights WeightOptions
 	// ExcludeWeights leaves the weights out of the budget: they live on
@@ -106,34 +110,48 @@ type FitSuggestions struct {
 	// GPUMemoryUtilization is the lowest utilization (≤ 1, in steps of
 	// 0.0001) that fits.
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+	// LogitsRows is "sampled" when the plan's logits_rows is "all" and
+	// sampled rows alone make it fit; "" otherwise.
+	LogitsRows LogitsRows `json:"logits_rows,omitempty"`
 }
 
 // FitReport is the preflight fit of a model and its Plan on one device
-// (design.md §6). All sizes are in bytes. The budget is
-// ⌊gpu_memory_utilization × total⌋; memory used by others (total − free),
-// the weights, the arena, the slabs and the reserve count against it; what
-// they leave is the KV budget. What others leave of it, ProcessBudgetBytes,
-// is Budget's result and the GPU worker's budget on the same device state.
+// (design.md §6). All sizes are in bytes. Under UtilizationDevice (the
+// default) the budget is ⌊gpu_memory_utilization × total⌋; memory used by
+// others (total − free), the weights, the arena, the slabs and the reserve
+// count against it; what they leave is the KV budget. What others leave of
+// it, ProcessBudgetBytes, is Budget's result and the GPU worker's budget
+// on the same device state. Under UtilizationInstance (vLLM's rule) the
+// budget is ⌈gpu_memory_utilization × total⌉ for this process alone,
+// provided that much is free; others' memory does not count against it.
 type FitReport struct {
 	// Fits: RequiredBytes ≤ BudgetBytes, i.e. at least one sequence of
-	// max_seq_len fits next to everything else.
+	// max_seq_len fits next to everything else; under UtilizationInstance
+	// also a budget the free memory passes.
 	Fits bool `json:"fits"`
 	// ModelType is the plan's model_type.
 	ModelType string `json:"model_type"`
 	// GPUMemoryUtilization is the fraction the budget was computed with.
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization"`
+	// UtilizationScope is what GPUMemoryUtilization caps ("device" or
+	// "instance"), so how memory held by other processes counts.
+	UtilizationScope UtilizationScope `json:"utilization_scope"`
 	// Device is the device state the fit was computed for.
 	Device DeviceMemory `json:"device"`
 	// BudgetBytes is ⌊GPUMemoryUtilization × Device.TotalBytes⌋ (the
-	// utilization taken as its shortest decimal form, so 0.7 is exactly 7/10):
-	// what every process on the device may hold together.
+	// utilization taken as its shortest decimal form, so 0.7 is exactly
+	// 7/10): what every process on the device may hold together; under
+	// UtilizationInstance ⌈GPUMemoryUtilization × Device.TotalBytes⌉, what
+	// this process may hold.
 	BudgetBytes int64 `json:"budget_bytes"`
-	// ProcessBudgetBytes is BudgetBytes − UsedByOthersBytes, the most this
-	// process may hold: Budget(GPUMemoryUtilization, Device.TotalBytes,
-	// UsedByOthersBytes), which is what gpuworker.Worker.Budget reports for
-	// a worker started on this device state; 0 when others already hold all
-	// of BudgetBytes (Budget's *BudgetError; the fit then does not fit and
-	// Notes says so).
+	// ProcessBudgetBytes is the most this process may hold. Under
+	// UtilizationDevice it is BudgetBytes − UsedByOthersBytes:
+	// Budget(GPUMemoryUtilization, Device.TotalBytes, UsedByOthersBytes),
+	// which is what gpuworker.Worker.Budget reports for a worker started
+	// on this device state, 0 when others already hold all of BudgetBytes
+	// (Budget's *BudgetError). Under UtilizationInstance it is BudgetBytes
+	// when Device.FreeBytes ≥ BudgetBytes, else 0 (InstanceBudget's
+	// *FreeMemoryError). At 0 the fit does not fit and Notes says why.
 	ProcessBudgetBytes int64 `json:"process_budget_bytes"`
 	// UsedByOthersBytes is Device.TotalBytes − Device.FreeBytes.
 	UsedByOthersBytes int64 `json:"used_by_others_bytes"`
@@ -170,7 +188,9 @@ type FitReport struct {
 	// KVBudgetBytes is ProcessBudgetBytes − WeightBytes − ArenaBytes −
 	// SlabBytes − ReserveBytes, 0 when that is negative.
 	KVBudgetBytes int64 `json:"kv_budget_bytes"`
-	// KV is the model's KV layout for the plan's kv_block_size.
+	// KV is the model's KV layout under the plan's options
+	// (NewKVLayoutFor: kv_block_size, kv_cache_dtype,
+	// mamba_ssm_cache_dtype, and max_batch_tokens for sliding windows).
 	KV KVLayout `json:"kv"`
 	// KVBytesPerBlock is KV.BytesPerBlock (paged layers, per block).
 	KVBytesPerBlock int64 `json:"kv_bytes_per_block"`
@@ -199,12 +219,15 @@ type FitReport struct {
 	KVCacheBytes int64 `json:"kv_cache_bytes"`
 	KVTokens     int64 `json:"kv_tokens"`
 	// RequiredBytes is UsedByOthersBytes + WeightBytes + ArenaBytes +
-	// SlabBytes + ReserveBytes + SeqBytes.
+	// SlabBytes + ReserveBytes + SeqBytes; under UtilizationInstance the
+	// same without UsedByOthersBytes.
 	RequiredBytes int64 `json:"required_bytes"`
 	// HeadroomBytes is BudgetBytes − RequiredBytes when it fits (the KV
 	// cache takes it), else 0.
 	HeadroomBytes int64 `json:"headroom_bytes"`
-	// ShortfallBytes is RequiredBytes − BudgetBytes when it does not fit, else 0.
+	// ShortfallBytes is RequiredBytes − BudgetBytes when it does not fit,
+	// else 0; under UtilizationInstance with less free than BudgetBytes, at
+	// least BudgetBytes − Device.FreeBytes (what others must free).
 	ShortfallBytes int64 `json:"shortfall_bytes"`
 	// Largest is the three largest items of RequiredBytes, largest first.
 	Largest []FitItem `json:"largest"`
@@ -226,17 +249,21 @@ func (r FitReport) MarshalJSON() ([]byte, error) {
 
 // Fit checks whether the model cfg, its weights and plan fit on dev. The
 // weights are sized by EstimateWeights for one device (tensor parallelism
-// is out of scope). When it does not fit, Suggestions gives the largest
-// max_batch_tokens, the largest max_seq_len and the lowest
-// gpu_memory_utilization that would fit, each alone. Other processes that
-// hold all of the budget (Budget's *BudgetError) make a report that does
-// not fit, not an error. Errors: an *OptionError (errors.Is
-// ErrInvalidOption) for a set gpu_memory_utilization outside (0, 1], a
-// negative reserve_bytes, an unsupported weight_dtype, total_bytes ≤ 0,
-// free_bytes outside [0, total_bytes], a negative checkpoint_weight_bytes,
-// or checkpoint_pooled_tensor_bytes with a negative size or a sum other than
-// a set checkpoint_weight_bytes; a *ConfigError for a nil or
-// mismatched cfg; an *OverflowError; an error for a nil plan.
+// is out of scope); the KV cache by NewKVLayoutFor under the plan's
+// options. When it does not fit, Suggestions gives the largest
+// max_batch_tokens, the largest max_seq_len (never past the model's
+// MaxSeqLenLimit) and the lowest gpu_memory_utilization that would fit,
+// each alone, and logits_rows "sampled" when that alone fits. Other
+// processes that hold all of the budget (Budget's *BudgetError; under
+// UtilizationInstance, InstanceBudget's *FreeMemoryError) make a report
+// that does not fit, not an error. Errors: an *OptionError (errors.Is
+// ErrInvalidOption) for a set gpu_memory_utilization outside (0, 1], an
+// unknown utilization_scope, a negative reserve_bytes, an unsupported
+// weight_dtype, total_bytes ≤ 0, free_bytes outside [0, total_bytes], a
+// negative checkpoint_weight_bytes, or checkpoint_pooled_tensor_bytes with
+// a negative size or a sum other than a set checkpoint_weight_bytes; a
+// *ConfigError for a nil or mismatched cfg; NewKVLayoutFor's errors for
+// the plan's options; an *OverflowError; an error for a nil plan.
 func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitReport, error) {
 	switch {
 	case plan == nil:
@@ -260,13 +287,21 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 	if err != nil {
 		return nil, err
 	}
-	layout, err := NewKVLayout(cfg, plan.Options.KVBlockSize)
-	if err != nil {
-		return nil, err
+	f := &fitter{cfg: cfg, dev: dev, opts: o, weights: weights}
+	if o.scope == UtilizationInstance {
+		f.processBudget, err = InstanceBudget(o.utilization, dev.TotalBytes, dev.FreeBytes)
+		var fe *FreeMemoryError
+		if errors.As(err, &fe) {
+			f.noBudget, f.startupShortfall, err = fe, fe.RequestedBytes-fe.FreeBytes, nil
+		}
+	} else {
+		f.processBudget, err = Budget(o.utilization, dev.TotalBytes, dev.TotalBytes-dev.FreeBytes)
+		var be *BudgetError
+		if errors.As(err, &be) {
+			f.noBudget, err = be, nil
+		}
 	}
-	f := &fitter{cfg: cfg, dev: dev, opts: o, weights: weights, layout: layout}
-	f.processBudget, err = Budget(o.utilization, dev.TotalBytes, dev.TotalBytes-dev.FreeBytes)
-	if err != nil && !errors.As(err, &f.noBudget) {
+	if err != nil {
 		return nil, err
 	}
 	r, err := f.fit(plan)
@@ -284,6 +319,7 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 // fitParams are FitOptions resolved: every default filled, every value checked.
 type fitParams struct {
 	utilization    float64
+	scope          UtilizationScope
 	reserveBytes   int64
 	weights        WeightOptions
 	excludeWeights bool
@@ -325,6 +361,10 @@ func (o FitOptions) resolve() (fitParams, error) {
 		}
 		p.exactWeights, p.weightPadding = sum, pooled-sum
 	}
+	var err error
+	if p.scope, err = ParseUtilizationScope(string(o.UtilizationScope)); err != nil {
+		return p, err
+	}
 	if o.GPUMemoryUtilization != nil {
 		if err := ValidateGPUMemoryUtilization(*o.GPUMemoryUtilization); err != nil {
 			return p, err
@@ -348,23 +388,32 @@ type fitter struct {
 	dev     DeviceMemory
 	opts    fitParams
 	weights *WeightReport
-	layout  KVLayout
-	// processBudget is Budget's result for dev, 0 after its *BudgetError;
-	// noBudget is that error, nil when there is a budget.
-	processBudget int64
-	noBudget      *BudgetError
+	// processBudget is the budget's result for dev, 0 after its error;
+	// noBudget is that error (a *BudgetError or, under
+	// UtilizationInstance, a *FreeMemoryError), nil when there is a
+	// budget; startupShortfall is the *FreeMemoryError's requested − free.
+	processBudget    int64
+	noBudget         error
+	startupShortfall int64
 }
 
-// fit computes the report's numbers for plan (no Largest, Suggestions, Notes).
+// fit computes the report's numbers for plan (no Largest, Suggestions,
+// Notes), with the KV layout of the plan's options.
 func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	const what = "fit"
 	pool, err := NewPoolLayout(plan)
 	if err != nil {
 		return nil, err
 	}
+	layout, err := NewKVLayoutFor(f.cfg, plan.Options)
+	if err != nil {
+		return nil, err
+	}
+	instance := f.opts.scope == UtilizationInstance
 	r := &FitReport{
 		ModelType:            plan.ModelType,
 		GPUMemoryUtilization: f.opts.utilization,
+		UtilizationScope:     f.opts.scope,
 		Device:               f.dev,
 		BudgetBytes:          utilizationCap(f.opts.utilization, f.dev.TotalBytes),
 		ProcessBudgetBytes:   f.processBudget,
@@ -373,9 +422,12 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 		ArenaBytes:           pool.Bytes,
 		SlabBytes:            plan.SlabBytes,
 		ReserveBytes:         f.opts.reserveBytes,
-		KV:                   f.layout,
-		KVBytesPerBlock:      f.layout.BytesPerBlock,
+		KV:                   layout,
+		KVBytesPerBlock:      layout.BytesPerBlock,
 		MaxSeqLen:            plan.Options.MaxSeqLen,
+	}
+	if instance {
+		r.BudgetBytes = utilizationCeil(f.opts.utilization, f.dev.TotalBytes)
 	}
 	r.WeightSource, r.EstimatedWeightBytes = "estimate", f.weights.Bytes
 	weightBytes := f.weights.Bytes
@@ -388,18 +440,22 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	if !f.opts.excludeWeights {
 		r.WeightBytes = weightBytes
 	}
-	r.MinKVBlocks, _ = f.layout.SeqBlocks(r.MaxSeqLen)
-	if r.SeqBytes, err = f.layout.SeqBytes(r.MaxSeqLen); err != nil {
+	r.MinKVBlocks, _ = layout.SeqBlocks(r.MaxSeqLen)
+	if r.SeqBytes, err = layout.SeqBytes(r.MaxSeqLen); err != nil {
 		return nil, err
 	}
-	if r.FixedBytesPerSeq, err = f.layout.FixedBytesPerSeq(r.MaxSeqLen); err != nil {
+	if r.FixedBytesPerSeq, err = layout.FixedBytesPerSeq(r.MaxSeqLen); err != nil {
 		return nil, err
 	}
 	own, err := CheckedSum(what+" this process's committed bytes", r.WeightBytes, r.ArenaBytes, r.SlabBytes, r.ReserveBytes)
 	if err != nil {
 		return nil, err
 	}
-	if r.RequiredBytes, err = CheckedSum(what+" required bytes", r.UsedByOthersBytes, own, r.SeqBytes); err != nil {
+	others := r.UsedByOthersBytes
+	if instance {
+		others = 0 // vLLM's budget is this process's alone
+	}
+	if r.RequiredBytes, err = CheckedSum(what+" required bytes", others, own, r.SeqBytes); err != nil {
 		return nil, err
 	}
 	r.KVBudgetBytes = max(r.ProcessBudgetBytes-own, 0)
@@ -415,11 +471,12 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 			return nil, err
 		}
 	}
-	r.Fits = r.RequiredBytes <= r.BudgetBytes
-	if r.Fits {
+	r.Fits = r.RequiredBytes <= r.BudgetBytes && (!instance || f.noBudget == nil)
+	switch {
+	case r.Fits:
 		r.HeadroomBytes = r.BudgetBytes - r.RequiredBytes
-	} else {
-		r.ShortfallBytes = r.RequiredBytes - r.BudgetBytes
+	default:
+		r.ShortfallBytes = max(r.RequiredBytes-r.BudgetBytes, f.startupShortfall)
 	}
 	return r, nil
 }
@@ -456,150 +513,11 @@ func (f *fitter) largest(plan *Plan, r *FitReport) []FitItem {
 	return items[:min(3, len(items))]
 }
 
-// suggest searches, for a plan that does not fit, the largest
-// max_batch_tokens and max_seq_len below the plan's that fit (each alone;
-// the plan's bytes and one sequence's KV grow monotonically with both, so a
-// binary search finds them) and the lowest utilization that fits.
-func (f *fitter) suggest(plan *Plan, r *FitReport) *FitSuggestions {
-	base := plan.Options
-	fits := func(o Options) bool {
-		p, err := PlanFor(f.cfg, o)
-		if err != nil {
-			return false
-		}
-		fr, err := f.fit(p)
-		return err == nil && fr.Fits
-	}
-	s := &FitSuggestions{
-		MaxBatchTokens: largestFitting(1, base.MaxBatchTokens-1, func(m int64) bool {
-			o := base
-			o.MaxBatchTokens, o.MaxBatchSize = m, min(base.MaxBatchSize, m)
-			return fits(o)
-		}),
-		MaxSeqLen: largestFitting(1, base.MaxSeqLen-1, func(l int64) bool {
-			o := base
-			o.MaxSeqLen = l
-			return fits(o)
-		}),
-		GPUMemoryUtilization: lowestUtilization(r.RequiredBytes, f.dev.TotalBytes),
-	}
-	return s
-}
-
-// largestFitting is the largest v in [lo, hi] with ok(v), for ok true up to
-// some value and false above it; 0 when ok(lo) is false or hi < lo.
-func largestFitting(lo, hi int64, ok func(int64) bool) int64 {
-	if hi < lo || !ok(lo) {
-		return 0
-	}
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		if ok(mid) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
-}
-
-// lowestUtilization is the lowest n/10000 ≤ 1 with utilizationCap(n/10000,
-// total) ≥ required: n = ⌈required·10000 / total⌉; 0 when n > 10000.
-func lowestUtilization(required, total int64) float64 {
-	n := new(big.Int).Mul(big.NewInt(required), big.NewInt(fitUtilizationStep))
-	d := big.NewInt(total)
-	q, m := new(big.Int).QuoRem(n, d, new(big.Int))
-	if m.Sign() > 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	if q.Cmp(big.NewInt(fitUtilizationStep)) > 0 || q.Sign() <= 0 {
-		return 0
-	}
-	return float64(q.Int64()) / fitUtilizationStep
-}
-
-// notes explains what the fit counted, assumed and left out.
-func (f *fitter) notes(plan *Plan, r *FitReport) []string {
-	var notes []string
-	add := func(format string, args ...any) { notes = append(notes, fmt.Sprintf(format, args...)) }
-	for _, n := range plan.Notes {
-		add("plan: %s", n)
-	}
-	switch {
-	case f.noBudget != nil:
-		add("%s", strings.TrimPrefix(f.noBudget.Error(), "arena: "))
-	case r.UsedByOthersBytes > 0:
-		add("%d B (%s) of the device are already in use by others and count against the budget of %d B, leaving %d B to this process",
-			r.UsedByOthersBytes, HumanBytes(r.UsedByOthersBytes), r.BudgetBytes, r.ProcessBudgetBytes)
-	}
-	if f.opts.excludeWeights {
-		add("the weights (%d B) are excluded: they are elsewhere or already counted as used", f.weights.Bytes)
-	} else if f.opts.exactWeights >= 0 {
-		add("weights: %d B (%s) from the checkpoint's headers; the estimate from config.json is %d B (%+d B)",
-			r.CheckpointWeightBytes, HumanBytes(r.CheckpointWeightBytes), f.weights.Bytes, f.weights.Bytes-r.CheckpointWeightBytes)
-		if r.WeightPaddingBytes > 0 {
-			add("weights: %d B of %d-byte alignment padding in the pooled allocation (%d B in all)",
-				r.WeightPaddingBytes, PoolAlign, r.CheckpointWeightBytes+r.WeightPaddingBytes)
-		}
-	} else {
-		add("weights: %d B (%s) for %d params",
-			r.WeightBytes, HumanBytes(r.WeightBytes), f.weights.TotalParams)
-	}
-	for _, n := range f.weights.Notes {
-		add("weights: %s", n)
-	}
-	add("reserve: %d B (%s) for the CUDA context, library workspaces and CUDA graphs", r.ReserveBytes, HumanBytes(r.ReserveBytes))
-	if pad := r.ArenaBytes - plan.BufferBytes; pad > 0 {
-		add("arena: %d B of buffers plus %d B of %d-byte alignment in one pool", plan.BufferBytes, pad, PoolAlign)
-	}
-	l := f.layout
-	if l.BytesPerBlock == 0 {
-		add("the model has no paged KV-cache layers: no KV blocks")
-	}
-	if l.SlidingLayers > 0 {
-		_, sb := l.SeqBlocks(r.MaxSeqLen)
-		add("%d sliding-window layers keep min(seq_len, %d) tokens per sequence: %d blocks of %d B at max_seq_len",
-			l.SlidingLayers, l.SlidingWindow, sb, l.SlidingBytesPerBlock)
-	}
-	if l.StateBytesPerSeq > 0 {
-		add("fixed state per sequence: %d B (conv %d, ssm %d, compressor %d)",
-			l.StateBytesPerSeq, l.ConvStateBytesPerSeq, l.SSMStateBytesPerSeq, l.CompressorStateBytesPerSeq)
-	}
-	for _, n := range l.Notes {
-		add("kv: %s", n)
-	}
-	if r.SeqBytes > 0 {
-		add("one sequence of max_seq_len %d takes %d B (%s); the KV budget of %d B holds %d of them",
-			r.MaxSeqLen, r.SeqBytes, HumanBytes(r.SeqBytes), r.KVBudgetBytes, r.MaxConcurrentSeqs)
-	}
-	if r.MaxConcurrentSeqs > plan.Options.MaxBatchSize {
-		add("memory holds %d sequences of max_seq_len but max_batch_size %d caps one decode step", r.MaxConcurrentSeqs, plan.Options.MaxBatchSize)
-	}
-	if r.Fits {
-		return notes
-	}
-	add("does not fit: short by %d B (%s)", r.ShortfallBytes, HumanBytes(r.ShortfallBytes))
-	s := r.Suggestions
-	if s.MaxBatchTokens > 0 {
-		add("fits with max_batch_tokens %d (now %d)", s.MaxBatchTokens, plan.Options.MaxBatchTokens)
-	}
-	if s.MaxSeqLen > 0 {
-		add("fits with max_seq_len %d (now %d)", s.MaxSeqLen, plan.Options.MaxSeqLen)
-	}
-	if s.GPUMemoryUtilization > 0 {
-		add("fits with gpu_memory_utilization %g (now %g)", s.GPUMemoryUtilization, r.GPUMemoryUtilization)
-	}
-	if *s == (FitSuggestions{}) {
-		add("no smaller max_batch_tokens or max_seq_len and no utilization ≤ 1 makes it fit: " +
-			"free memory used by others, lower weight_dtype, or split the model (tensor parallelism is out of scope)")
-	}
-	return notes
-}
-
 // LogValue logs the report as a group of its byte counts.
 func (r *FitReport) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.Bool("fits", r.Fits),
+		slog.String("utilization_scope", string(r.UtilizationScope)),
 		slog.Int64("budget_bytes", r.BudgetBytes),
 		slog.Int64("process_budget_bytes", r.ProcessBudgetBytes),
 		slog.Int64("used_by_others_bytes", r.UsedByOthersBytes),
@@ -621,7 +539,8 @@ func (r *FitReport) LogValue() slog.Value {
 		attrs = append(attrs, slog.Group("suggestions",
 			slog.Int64("max_batch_tokens", s.MaxBatchTokens),
 			slog.Int64("max_seq_len", s.MaxSeqLen),
-			slog.Float64("gpu_memory_utilization", s.GPUMemoryUtilization)))
+			slog.Float64("gpu_memory_utilization", s.GPUMemoryUtilization),
+			slog.String("logits_rows", string(s.LogitsRows))))
 	}
 	return slog.GroupValue(attrs...)
 }

@@ -1,13 +1,12 @@
 package arena
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
-// KVDType is the KV-cache element type the fit assumes (BF16, 2 bytes). The
-// Mamba-2/GDN convolution state uses it too; the recurrent SSM state does not
-// (see SSMStateDType).
+// KVDType is the element type of the GDN and Mamba-2 convolution state
+// (vLLM's mamba_cache_dtype auto: the model dtype, 2 bytes for every model
+// arena knows) and the KV cache's under kv_cache_dtype auto. The KV
+// cache's element type is KVLayout.KVCacheDType, the recurrent SSM
+// state's KVLayout.SSMStateDType.
 const KVDType = BF16
 
 // KVLayout is what a model's KV cache and recurrent state cost, per token,
@@ -22,9 +21,10 @@ const KVDType = BF16
 //   - sliding: layers that keep only the last SlidingWindow tokens of a
 //     sequence (gpt_oss sliding_attention layers, K and V of Hkv·D; every
 //     DeepSeek-V4 layer, which keeps a head_dim latent window next to its
-//     compressed cache). A sequence of L tokens holds min(L, W) of them, in
-//     min(⌈L/b⌉, ⌈W/b⌉ + 1) blocks (a window not aligned to blocks spans one
-//     block more).
+//     compressed cache). Under chunked prefill a step appends up to
+//     MaxBatchTokens tokens before the oldest leave the window, so a
+//     sequence of L tokens holds ⌈min(W − 1 + MaxBatchTokens, L)/b⌉ + 1
+//     blocks (SeqBlocks).
 //   - state: fixed per-sequence state. GDN (vLLM mamba_utils
 //     gated_delta_net_state_shape): per layer a conv state [conv_dim,
 //     kernel − 1] in KVDType (conv_dim = 2·nk·dk + nv·dv) and an SSM state
@@ -36,10 +36,22 @@ const KVDType = BF16
 //     layers, which also run the indexer's ratio-4 compressor of
 //     index_head_dim; else 1).
 //
-// The KV itself is KVDType (2 B) throughout.
+// The paged and sliding KV is in KVCacheDType (kv_cache_dtype).
 type KVLayout struct {
 	// BlockTokens is kv_block_size, the tokens per paged block.
 	BlockTokens int64 `json:"block_tokens"`
+	// MaxBatchTokens is max_batch_tokens, the most tokens one step appends
+	// to a sequence (chunked prefill); it sizes the sliding-window blocks.
+	MaxBatchTokens int64 `json:"max_batch_tokens"`
+	// KVCacheDType is the KV cache's element type, kv_cache_dtype resolved
+	// ("bfloat16" for auto on a BF16 model, "fp8_e4m3" for fp8), and
+	// KVElementBytes its size in bytes.
+	KVCacheDType   string `json:"kv_cache_dtype"`
+	KVElementBytes int64  `json:"kv_element_bytes"`
+	// SSMStateDType is the recurrent SSM state's element type,
+	// mamba_ssm_cache_dtype resolved (see NewKVLayoutFor); "" without GDN
+	// or Mamba-2 layers.
+	SSMStateDType string `json:"ssm_state_dtype,omitempty"`
 	// PagedLayers counts the layers with a paged cache.
 	PagedLayers int64 `json:"paged_layers"`
 	// BytesPerToken is the paged layers' bytes per token. DeepSeek-V4: Σ over
@@ -69,45 +81,55 @@ type KVLayout struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// SSMStateDType is the recurrent (SSM) state's element size in bytes for
-// mamba_ssm_cache_dtype: "bfloat16"/"float16" → 2; "float32" or absent → 4
-// (the state accumulates over the whole sequence, so F32 is the safe
-// default; vLLM's "auto" would follow the model dtype). An unknown value is
-// 4 with a note.
-func SSMStateDType(mambaSSMCacheDType string) (bytes int64, note string) {
-	switch strings.ToLower(mambaSSMCacheDType) {
-	case "bfloat16", "float16", "bf16", "fp16", "half":
-		return 2, ""
-	case "float32", "fp32", "float":
-		return 4, ""
-	case "":
-		return 4, "mamba_ssm_cache_dtype is absent: the recurrent SSM state is sized as f32"
-	default:
-		return 4, fmt.Sprintf("mamba_ssm_cache_dtype %q is not known: the recurrent SSM state is sized as f32", clip(mambaSSMCacheDType))
-	}
-}
-
-// NewKVLayout computes cfg's KV layout for blocks of kvBlockSize tokens:
-// the paged and sliding layers and compressor state its family's attention
-// caches (attention.kv; gqa, mla and deepseekV4Attention say what per
-// token), and the GDN and Mamba-2 state of its recurrent layers. Errors:
-// an *OptionError for kvBlockSize ≤ 0, a *ConfigError for a nil cfg or one
-// that lacks the sub-config its family reads, an *OverflowError naming "kv
-// cache".
+// NewKVLayout computes cfg's KV layout for blocks of kvBlockSize tokens,
+// every other option at its default (max_batch_tokens 8192, kv_cache_dtype
+// and mamba_ssm_cache_dtype auto): NewKVLayoutFor(cfg,
+// Options{KVBlockSize: kvBlockSize}). Errors: an *OptionError for a
+// kvBlockSize outside [1, MaxKVBlockSize], and those of NewKVLayoutFor.
 func NewKVLayout(cfg *ModelConfig, kvBlockSize int64) (KVLayout, error) {
 	if cfg == nil {
 		return KVLayout{}, &ConfigError{Reason: "nil *ModelConfig"}
 	}
 	if kvBlockSize <= 0 {
-		return KVLayout{}, &OptionError{Option: "kv_block_size", Value: kvBlockSize, Reason: "must be positive"}
+		return KVLayout{}, &OptionError{Option: "kv_block_size", Value: kvBlockSize, Reason: fmt.Sprintf("must be in [1, %d]", MaxKVBlockSize)}
+	}
+	return NewKVLayoutFor(cfg, Options{KVBlockSize: kvBlockSize})
+}
+
+// NewKVLayoutFor computes cfg's KV layout under the serving options opts
+// (resolved first by Options.Resolve, so a Plan's Options and unset ones
+// both do): the paged and sliding layers and compressor state its family's
+// attention caches (attention.kv; gqa, mla and deepseekV4Attention say
+// what per token) in kv_cache_dtype, in blocks of kv_block_size tokens,
+// the sliding windows sized for max_batch_tokens, and the GDN and Mamba-2
+// state of its recurrent layers with the SSM state in
+// mamba_ssm_cache_dtype. vLLM resolves mamba_ssm_cache_dtype auto per
+// model, and so does this: the config's mamba_ssm_cache_dtype when it
+// states one, else float32 for Mamba-2 layers (its NemotronH hook,
+// vllm/model_executor/models/config.py
+// NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype, default
+// "float32": "only float32 is known to have no accuracy issues"), else the
+// model dtype for GDN layers (vllm/model_executor/layers/mamba/mamba_utils.py
+// MambaStateDtypeCalculator._mamba_state_dtype: the conv state's dtype),
+// with a note in Notes. Errors: a *ConfigError for a nil cfg or one that
+// lacks the sub-config its family reads, Resolve's errors, an
+// *OverflowError naming "kv cache".
+func NewKVLayoutFor(cfg *ModelConfig, opts Options) (KVLayout, error) {
+	if cfg == nil {
+		return KVLayout{}, &ConfigError{Reason: "nil *ModelConfig"}
 	}
 	_, shape, err := shapeOf(cfg)
 	if err != nil {
 		return KVLayout{}, err
 	}
-	k := &kvCalc{sizer: sizer{what: "kv cache"}, l: KVLayout{BlockTokens: kvBlockSize}}
+	o, err := opts.Resolve(cfg)
+	if err != nil {
+		return KVLayout{}, err
+	}
+	k := &kvCalc{sizer: sizer{what: "kv cache"}, l: KVLayout{BlockTokens: o.KVBlockSize, MaxBatchTokens: o.MaxBatchTokens}}
+	k.l.KVCacheDType, k.l.KVElementBytes = o.KVCacheDType.Element(cfg)
 	k.attention(shape.attn.kv(&k.sizer))
-	k.recurrent(cfg, shape)
+	k.recurrent(cfg, shape, o.MambaSSMCacheDType)
 	l := &k.l
 	l.StateBytesPerSeq = k.add(l.ConvStateBytesPerSeq, l.SSMStateBytesPerSeq, l.CompressorStateBytesPerSeq)
 	if k.err != nil {
@@ -116,7 +138,7 @@ func NewKVLayout(cfg *ModelConfig, kvBlockSize int64) (KVLayout, error) {
 	return k.l, nil
 }
 
-// kvCalc is NewKVLayout's layout under construction and its
+// kvCalc is NewKVLayoutFor's layout under construction and its
 // overflow-checked arithmetic.
 type kvCalc struct {
 	sizer
@@ -124,11 +146,11 @@ type kvCalc struct {
 }
 
 // attention fills the paged and sliding parts and the compressor state
-// from kv. Per layer of a paged group of ratio r and width w: ⌈w·2 B / r⌉
-// per token and ⌈BlockTokens/r⌉·w·2 B per block; per sliding layer w·2 B
-// per token.
+// from kv, with e = KVElementBytes. Per layer of a paged group of ratio r
+// and width w: ⌈w·e / r⌉ per token and ⌈BlockTokens/r⌉·w·e per block; per
+// sliding layer w·e per token.
 func (k *kvCalc) attention(kv kvShape) {
-	l, dt, b := &k.l, KVDType.Size(), k.l.BlockTokens
+	l, dt, b := &k.l, k.l.KVElementBytes, k.l.BlockTokens
 	for _, g := range kv.paged {
 		l.PagedLayers = k.add(l.PagedLayers, g.layers)
 		l.BytesPerToken = k.add(l.BytesPerToken, k.mul(g.layers, ceilDiv(k.mul(g.width, dt), g.ratio)))
@@ -143,15 +165,17 @@ func (k *kvCalc) attention(kv kvShape) {
 }
 
 // recurrent fills the GDN and Mamba-2 conv and SSM state of cfg's
-// recurrent layers, with the dims shape gives.
-func (k *kvCalc) recurrent(cfg *ModelConfig, shape modelShape) {
+// recurrent layers, with the dims shape gives, the SSM state in ssmDType
+// as ssmStateElement resolves it.
+func (k *kvCalc) recurrent(cfg *ModelConfig, shape modelShape, ssmDType SSMCacheDType) {
 	l, dt := &k.l, KVDType.Size()
 	gdn := shape.gdn != nil && cfg.Counts.GDN > 0
 	mamba := shape.mamba != nil && cfg.Counts.Mamba2 > 0
 	if !gdn && !mamba {
 		return
 	}
-	ssm, note := SSMStateDType(cfg.MambaSSMCacheDType)
+	name, ssm, note := ssmStateElement(cfg, ssmDType, mamba)
+	l.SSMStateDType = name
 	if note != "" {
 		l.Notes = append(l.Notes, note)
 	}
@@ -173,17 +197,27 @@ func (k *kvCalc) recurrent(cfg *ModelConfig, shape modelShape) {
 
 // SeqBlocks is how many paged and sliding-window blocks one sequence of
 // seqLen tokens holds: ⌈seqLen/b⌉ paged (0 without paged layers) and
-// min(⌈seqLen/b⌉, ⌈W/b⌉ + 1) sliding (0 without sliding layers).
+// ⌈min(W − 1 + MaxBatchTokens, seqLen)/b⌉ + 1 sliding (0 without sliding
+// layers), vLLM's reservation under chunked prefill
+// (vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes):
+// a step may append MaxBatchTokens tokens to the W − 1 the window keeps,
+// and a window that does not start on a block boundary spans one block
+// more. A MaxBatchTokens ≤ 0 counts as 1 (decode). This is the one place
+// the sliding-window rule lives.
 func (l KVLayout) SeqBlocks(seqLen int64) (paged, sliding int64) {
 	if l.BlockTokens <= 0 || seqLen <= 0 {
 		return 0, 0
 	}
-	n := ceilDiv(seqLen, l.BlockTokens)
 	if l.BytesPerBlock > 0 {
-		paged = n
+		paged = ceilDiv(seqLen, l.BlockTokens)
 	}
 	if l.SlidingBytesPerBlock > 0 && l.SlidingWindow > 0 {
-		sliding = min(n, ceilDiv(l.SlidingWindow, l.BlockTokens)+1)
+		tokens, m := seqLen, max(l.MaxBatchTokens, 1)
+		// W − 1 + m < L, compared without overflow; the sum is then below L.
+		if l.SlidingWindow-1 < seqLen-m {
+			tokens = l.SlidingWindow - 1 + m
+		}
+		sliding = ceilDiv(tokens, l.BlockTokens) + 1
 	}
 	return paged, sliding
 }
@@ -216,12 +250,12 @@ func (l KVLayout) FixedBytesPerSeq(seqLen int64) (int64, error) {
 
 // KVBytesPerBlock is NewKVLayout(cfg, kvBlockSize).BytesPerBlock: the bytes
 // one paged KV-cache block of kvBlockSize tokens takes over all paged layers
-// (design.md §6), in KVDType:
+// (design.md §6) under kv_cache_dtype auto, e = 2 bytes (the model dtype):
 //   - standard, gated and Mamba-2-hybrid attention: kvBlockSize × full-attention
-//     layers × 2 (K and V) × Hkv × D × 2 B;
-//   - MLA: kvBlockSize × layers × (kv_lora_rank + qk_rope_head_dim) × 2 B;
+//     layers × 2 (K and V) × Hkv × D × e;
+//   - MLA: kvBlockSize × layers × (kv_lora_rank + qk_rope_head_dim) × e;
 //   - DeepSeek-V4: Σ over compressed layers of ⌈kvBlockSize / ratio⌉ entries ×
-//     (head_dim + index_head_dim on ratio-4 layers) × 2 B.
+//     (head_dim + index_head_dim on ratio-4 layers) × e.
 //
 // Sliding-window and recurrent state are per sequence, not per block (see
 // KVLayout). It is 0 for a model without paged layers. Errors: those of

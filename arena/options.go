@@ -28,7 +28,62 @@ type Options struct {
 	FP8Rowwise bool
 	// Q2Prefill turns on the native Q2 prefill path and its scratch buffers.
 	Q2Prefill bool
+	// LogitsRows (logits_rows) is which rows the logits buffer holds:
+	// LogitsAll ("", the default) one per token of the step, [M, vocab];
+	// LogitsSampled only the positions sampled from, [min(M,
+	// max_batch_size·(1 + k_max)), vocab], as vLLM and SGLang compute them.
+	LogitsRows LogitsRows
+	// KVCacheDType (kv_cache_dtype) is the KV cache's element type; ""
+	// means KVCacheAuto, the model dtype. Resolve returns it parsed
+	// (ParseKVCacheDType), so "bf16" comes back as "bfloat16".
+	KVCacheDType KVCacheDType
+	// MambaSSMCacheDType (mamba_ssm_cache_dtype) is the recurrent state's
+	// element type of GDN and Mamba-2 layers; "" means SSMCacheAuto, which
+	// vLLM resolves per model (see NewKVLayoutFor). Resolve returns it
+	// parsed (ParseSSMCacheDType).
+	MambaSSMCacheDType SSMCacheDType
+	// AllowLongMaxSeqLen (allow_long_max_seq_len) accepts a MaxSeqLen above
+	// the model's limit (ModelConfig.MaxSeqLenLimit), as vLLM's
+	// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does; without it such a MaxSeqLen is
+	// a *MaxSeqLenError.
+	AllowLongMaxSeqLen bool
 }
+
+// LogitsRows is logits_rows: which token positions the logits buffer holds.
+type LogitsRows string
+
+// The logits_rows values; "" is LogitsAll.
+const (
+	// LogitsAll: a row per token of the step, [max_batch_tokens, vocab]
+	// (every position's logits, as a prefill that returns prompt logprobs
+	// needs).
+	LogitsAll LogitsRows = "all"
+	// LogitsSampled: a row per sampled position only, at most
+	// max_batch_size·(1 + k_max) (each sequence's last token and its k_max
+	// speculative tokens), and never more than max_batch_tokens (vLLM
+	// gpu_model_runner: logits are computed for logits_indices, the sampled
+	// positions).
+	LogitsSampled LogitsRows = "sampled"
+)
+
+// Upper bounds of the options, past which a value is an *OptionError
+// naming the accepted range.
+const (
+	// MaxKVBlockSize is the largest kv_block_size. vLLM takes 1 to 256
+	// tokens from the user (vllm/config/cache.py BlockSize) and raises the
+	// attention block of hybrid models past that to match a Mamba page
+	// (vllm/model_executor/models/config.py
+	// HybridAttentionMambaModelConfig: 528, 544 tokens); 2048 holds both.
+	MaxKVBlockSize = 2048
+	// MaxLoRAMaxRank is the largest lora_max_rank, vLLM's largest
+	// max_lora_rank (vllm/config/lora.py MaxLoRARanks: 1 … 512).
+	MaxLoRAMaxRank = 512
+	// MaxKMax is the largest k_max. vLLM bounds num_speculative_tokens by
+	// no constant; draft and n-gram methods verify at most a few dozen
+	// tokens per step, and k_max multiplies the expert and sampled-logits
+	// rows.
+	MaxKMax = 64
+)
 
 // Defaults of Options, as documented on each field.
 const (
@@ -43,9 +98,12 @@ const (
 // it depends on the model and is resolved by PlanFor.
 func DefaultOptions() Options {
 	return Options{
-		MaxBatchTokens: DefaultMaxBatchTokens,
-		KVBlockSize:    DefaultKVBlockSize,
-		MaxBatchSize:   DefaultMaxBatchSize,
-		KMax:           new(int64(DefaultKMax)),
+		MaxBatchTokens:     DefaultMaxBatchTokens,
+		KVBlockSize:        DefaultKVBlockSize,
+		MaxBatchSize:       DefaultMaxBatchSize,
+		KMax:               new(int64(DefaultKMax)),
+		LogitsRows:         LogitsAll,
+		KVCacheDType:       KVCacheAuto,
+		MambaSSMCacheDType: SSMCacheAuto,
 	}
 }

@@ -73,9 +73,9 @@ func PlanFor(cfg *ModelConfig, opts Options) (*Plan, error) {
 	if plan.TotalBytes, err = CheckedAdd("plan total", plan.BufferBytes, plan.SlabBytes); err != nil {
 		return nil, err
 	}
-	if cfg.MaxPositionEmbeddings > 0 && o.MaxSeqLen > cfg.MaxPositionEmbeddings {
-		plan.Notes = append(plan.Notes, fmt.Sprintf("max_seq_len %d exceeds max_position_embeddings %d",
-			o.MaxSeqLen, cfg.MaxPositionEmbeddings))
+	if limit, source := cfg.MaxSeqLenLimit(); limit > 0 && o.MaxSeqLen > limit {
+		plan.Notes = append(plan.Notes, fmt.Sprintf("max_seq_len %d exceeds the model's limit of %d tokens (%s): allowed by allow_long_max_seq_len",
+			o.MaxSeqLen, limit, source))
 	}
 	return plan, nil
 }

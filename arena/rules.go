@@ -104,8 +104,11 @@ var rules = [NumBuffers]rule{
 		return shape(F32, p.m(), p.h())
 	},
 
-	// [M, V] BF16, always.
-	Logits: func(p *planner) bufferShape { return shape(BF16, p.m(), p.cfg.VocabSize) },
+	// [rows, V] BF16, always: rows = M with logits_rows "all" (a row per
+	// token), min(M, max_batch_size·(1 + k_max)) with "sampled" (a row per
+	// sampled position: vLLM's gpu_model_runner computes logits for
+	// logits_indices only).
+	Logits: func(p *planner) bufferShape { return shape(BF16, p.opts.logitsRows(&p.sizer), p.cfg.VocabSize) },
 
 	// [M, 2·nk·dk + 2·nv·dv] BF16: in_proj_qkvz output and its de-interleaved
 	// copy (modeling_qwen3_next.py fix_query_key_value_ordering), GDN only.

@@ -56,6 +56,21 @@ func TestPlanKeyBuffersByHand(t *testing.T) {
 			logits: 2101346304, // 8192 × 128256 × 2
 			qkv:    100663296,  // 8192 × (32 + 2·8)·128 = 8192 × 6144 × 2
 		},
+		"gemma-3-27b-it.json": { // the language model: text_config
+			hidden: 88080384,   // 8192 × 5376 × 2
+			logits: 4296015872, // 8192 × 262208 × 2
+			qkv:    134217728,  // 8192 × (32 + 2·16)·128 = 8192 × 8192 × 2
+		},
+		"qwen2.5-vl-7b-instruct.json": { // the language model
+			hidden: 58720256,   // 8192 × 3584 × 2
+			logits: 2491416576, // 8192 × 152064 × 2
+			qkv:    75497472,   // 8192 × (28 + 2·4)·128 = 8192 × 4608 × 2
+		},
+		"qwen3-0.6b.json": {
+			hidden: 16777216,   // 8192 × 1024 × 2
+			logits: 2489319424, // 8192 × 151936 × 2
+			qkv:    67108864,   // 8192 × (16 + 2·8)·128 = 8192 × 4096 × 2
+		},
 		"qwen3-8b.json": {
 			hidden: 67108864,   // 8192 × 4096 × 2
 			logits: 2489319424, // 8192 × 151936 × 2
@@ -347,7 +362,8 @@ func TestPlanOptionsResolved(t *testing.T) {
 			t.Errorf("%s: k_max %v, want 3", tt.file, got.KMax)
 		}
 		got.KMax = nil // compared above: == would compare the pointer
-		if want := (Options{MaxBatchTokens: 8192, MaxSeqLen: tt.maxSeqLen, KVBlockSize: 16, MaxBatchSize: 256}); got != want {
+		if want := (Options{MaxBatchTokens: 8192, MaxSeqLen: tt.maxSeqLen, KVBlockSize: 16, MaxBatchSize: 256,
+			LogitsRows: LogitsAll, KVCacheDType: KVCacheAuto, MambaSSMCacheDType: SSMCacheAuto}); got != want {
 			t.Errorf("%s: options %+v, want %+v", tt.file, got, want)
 		}
 	}
@@ -368,8 +384,8 @@ func TestPlanOptionsResolved(t *testing.T) {
 	if err != nil || plan.Options.MaxSeqLen != 32768 {
 		t.Errorf("no max_position_embeddings: max_seq_len %d, %v; want 32768", plan.Options.MaxSeqLen, err)
 	}
-	plan, err = PlanFor(loadExample(t, "nemotron-h-8b-base-8k.json"), Options{MaxSeqLen: 16384})
-	if err != nil || !hasNote(plan.Notes, "max_seq_len 16384 exceeds max_position_embeddings 8192") {
+	plan, err = PlanFor(loadExample(t, "nemotron-h-8b-base-8k.json"), Options{MaxSeqLen: 16384, AllowLongMaxSeqLen: true})
+	if err != nil || !hasNote(plan.Notes, "max_seq_len 16384 exceeds the model's limit of 8192 tokens (max_position_embeddings 8192): allowed by allow_long_max_seq_len") {
 		t.Errorf("notes %q, %v", plan.Notes, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 )
 
@@ -82,32 +83,60 @@ type WeightOptions struct {
 	// speculative decoding loads them. By default they are reported apart
 	// (WeightReport.MTPTensors) and not counted: plain serving does not load them.
 	IncludeMTP bool
+	// CheckpointLayout sizes every tensor as the checkpoint stores it. By
+	// default the weights are sized as the engine holds them: vLLM pads
+	// MXFP4 routed experts to its kernel's tiles (MXFP4Backend), ~5 GiB on
+	// gpt-oss-120b. Set it for a loader that uploads the checkpoint's bytes
+	// unchanged (gpuarena's LoadWeights), or to compare with safetensors
+	// sizes; WeightReport.CheckpointBytes gives those in either case.
+	CheckpointLayout bool
+	// MXFP4Backend is the vLLM MXFP4 MoE backend whose padding MXFP4 routed
+	// experts are sized with; the zero value is MXFP4Marlin. Ignored with
+	// CheckpointLayout and for models without MXFP4 experts. An unknown
+	// value is an *OptionError for "mxfp4_backend".
+	MXFP4Backend MXFP4Backend
 }
 
 // WeightTensor is one weight tensor of the model, repeated Count times (over
 // layers, and over experts for routed experts).
 type WeightTensor struct {
 	// Name is the tensor's role, Hugging Face style without layer indices
-	// ("layers.self_attn.q_proj", "layers.mlp.experts.down_proj").
+	// ("layers.self_attn.q_proj", "layers.mlp.experts.down_proj"); a vision
+	// tower's is its checkpoint name without the block index and ".weight"
+	// ("visual.blocks.attn.qkv").
 	Name string `json:"name"`
 	// Group is the breakdown the tensor counts under (see WeightReport.Groups).
 	Group string `json:"group"`
-	// Shape is one instance's shape in elements: [in, out] for a projection
-	// (y = x·W, as design.md writes it), [V, H] for an embedding, [n] for a
-	// vector (norm, bias, per-head parameter).
+	// Shape is one instance's shape in elements, as the checkpoint stores
+	// it: [in, out] for a projection (y = x·W, as design.md writes it), [V,
+	// H] for an embedding, [n] for a vector (norm, bias, per-head
+	// parameter); a vision tower's convolutions and position embeddings in
+	// torch's layout ([out, in, kh, kw], [positions, H]).
 	Shape []int64 `json:"shape"`
+	// EngineShape is one instance's shape as the engine allocates it, when
+	// that differs from Shape (vLLM's padded MXFP4 experts, MXFP4Backend);
+	// nil when it is Shape.
+	EngineShape []int64 `json:"engine_shape,omitempty"`
 	// Count is how many instances the model holds: layers, or layers × E.
 	Count int64 `json:"count"`
-	// ActiveCount is how many instances one token's forward reads: Count, or
-	// MoE layers × K for a routed expert.
+	// ActiveCount is how many instances one token's forward reads: Count,
+	// MoE layers × K for a routed expert, 0 for a vision tower's tensor.
 	ActiveCount int64 `json:"active_count"`
-	// Format is how the tensor is stored.
+	// Format is how the checkpoint stores the tensor.
 	Format WeightFormat `json:"format"`
+	// EngineFormat is how the engine holds it, when that differs from
+	// Format (vLLM's Triton MXFP4 backend converts expert biases to F32); 0
+	// when it is Format.
+	EngineFormat WeightFormat `json:"engine_format,omitempty"`
 	// Params is Count × ∏Shape; ActiveParams is ActiveCount × ∏Shape.
 	Params       int64 `json:"params"`
 	ActiveParams int64 `json:"active_params"`
-	// Bytes is Count × one instance's bytes in Format (scales included).
-	Bytes int64 `json:"bytes"`
+	// Bytes is Count × one instance's bytes as the engine holds it
+	// (EngineShape and EngineFormat where set, scales included);
+	// CheckpointBytes is Count × one instance's bytes in Shape and Format,
+	// as the checkpoint stores it. They differ only for padded tensors.
+	Bytes           int64 `json:"bytes"`
+	CheckpointBytes int64 `json:"checkpoint_bytes"`
 	// Lookup marks a table a token reads one row of (the input embedding,
 	// DeepSeek-V4's tid2eid), excluded from ActiveParamsExclEmbedding.
 	Lookup bool `json:"lookup,omitempty"`
@@ -117,7 +146,8 @@ type WeightTensor struct {
 type WeightGroup struct {
 	// Name is the group: "embedding", "attention", "linear_attention" (GDN),
 	// "mamba2", "mlp" (dense), "moe_router", "moe_experts" (routed),
-	// "moe_shared_experts", "hyper_connections", "norms", "lm_head", "mtp".
+	// "moe_shared_experts", "hyper_connections", "norms", "lm_head",
+	// "vision_tower", "multimodal_projector", "mtp".
 	Name string `json:"name"`
 	// Params, ActiveParams and Bytes are the sums of the group's tensors'.
 	Params       int64 `json:"params"`
@@ -142,8 +172,8 @@ type WeightReport struct {
 	// TotalParams is every parameter counted (MTP only with IncludeMTP).
 	TotalParams int64 `json:"total_params"`
 	// ActiveParams is the parameters one token's forward reads: every tensor
-	// except the routed experts, the input embedding included, plus top-k
-	// routed experts per MoE layer. Mistral (Mixtral 12.9B) and Qwen
+	// except the routed experts and a vision tower's, the input embedding
+	// included, plus top-k routed experts per MoE layer. Mistral (Mixtral 12.9B) and Qwen
 	// (Qwen3-30B-A3B 3.3B) publish this figure.
 	ActiveParams int64 `json:"active_params"`
 	// ActiveParamsExclEmbedding is ActiveParams without the lookup tables
@@ -153,8 +183,15 @@ type WeightReport struct {
 	// EmbeddingParams is the input embedding [V, H] (shared with the LM head
 	// when tie_word_embeddings).
 	EmbeddingParams int64 `json:"embedding_params"`
-	// Bytes is the device bytes of Tensors (and MTPTensors with IncludeMTP).
-	Bytes int64 `json:"bytes"`
+	// Bytes is the device bytes of Tensors (and MTPTensors with IncludeMTP)
+	// as the engine holds them; CheckpointBytes is the same tensors as the
+	// checkpoint stores them (the sum CheckpointTensors lists and a
+	// safetensors index's total_size states), and EnginePaddingBytes is
+	// Bytes − CheckpointBytes: the engine's padding (0 with
+	// WeightOptions.CheckpointLayout).
+	Bytes              int64 `json:"bytes"`
+	CheckpointBytes    int64 `json:"checkpoint_bytes"`
+	EnginePaddingBytes int64 `json:"engine_padding_bytes"`
 	// MTPLayers is num_nextn_predict_layers as modelled (DeepSeek-V3/V4); 0
 	// when the config has none or the family's MTP is not modelled.
 	MTPLayers int64 `json:"mtp_layers"`
@@ -177,6 +214,7 @@ func (r *WeightReport) LogValue() slog.Value {
 		slog.Int64("total_params", r.TotalParams),
 		slog.Int64("active_params", r.ActiveParams),
 		slog.Int64("bytes", r.Bytes),
+		slog.Int64("checkpoint_bytes", r.CheckpointBytes),
 		slog.Int64("mtp_params", r.MTPParams),
 		slog.Bool("mtp_included", r.MTPIncluded),
 	)
@@ -202,11 +240,15 @@ func nonNilSlice[T any](s []T) []T {
 // family composes them (familySpec.layers; the shared conventions are in
 // weights_blocks.go): embeddings, attention of each kind, GDN and Mamba-2
 // mixers, dense MLPs, routed and shared experts, routers, norms, the LM head
-// unless tie_word_embeddings, and the MTP layers apart. Formats come from
-// torch_dtype, quantization_config (fp8 with weight_block_size, mxfp4) and
-// expert_dtype, or opts.DType. Errors: a *ConfigError for a nil cfg or one
-// that lacks the sub-config its family reads, an *OptionError for an
-// unsupported opts.DType, an *OverflowError.
+// unless tie_word_embeddings (then counted once, as the embedding), a
+// multimodal model's vision tower and projector (weights_vision.go), and
+// the MTP layers apart. Formats come from torch_dtype, quantization_config
+// (fp8 with weight_block_size, mxfp4) and expert_dtype, or opts.DType.
+// Bytes are as the engine holds the weights (vLLM's padded MXFP4 experts,
+// MXFP4Backend) unless opts.CheckpointLayout; CheckpointBytes are as the
+// checkpoint stores them. Errors: a *ConfigError for a nil cfg or one that
+// lacks the sub-config its family reads, an *OptionError for an
+// unsupported opts.DType or opts.MXFP4Backend, an *OverflowError.
 func EstimateWeights(cfg *ModelConfig, opts WeightOptions) (*WeightReport, error) {
 	if cfg == nil {
 		return nil, &ConfigError{Reason: "nil *ModelConfig"}
@@ -239,6 +281,13 @@ func EstimateWeights(cfg *ModelConfig, opts WeightOptions) (*WeightReport, error
 	}
 	if err := r.sum(); err != nil {
 		return nil, err
+	}
+	if l := w.expertPad; l.padded() && r.EnginePaddingBytes > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("routed experts as vLLM's %v MXFP4 MoE backend holds them "+
+			"(Mxfp4MoEMethod.create_weights): hidden %d → %d, expert width %d → %d%s: %d B (%s) more than the checkpoint's %d B; "+
+			"set checkpoint_layout to size the checkpoint's bytes, or mxfp4_backend for another backend",
+			w.f.mxfp4, cfg.HiddenSize, l.h, cfg.MoEIntermediateSize, l.im, biasNote(l), r.EnginePaddingBytes,
+			HumanBytes(r.EnginePaddingBytes), r.CheckpointBytes))
 	}
 	r.Notes = append(r.Notes, "sized for one device holding every weight: tensor and expert parallelism are out of scope")
 	switch {
@@ -280,11 +329,13 @@ func (r *WeightReport) sum() error {
 	var total, lookups WeightGroup
 	for _, t := range counted {
 		total.addTensor(&s, t)
+		r.CheckpointBytes = s.add(r.CheckpointBytes, t.CheckpointBytes)
 		if t.Lookup {
 			lookups.addTensor(&s, t)
 		}
 	}
 	r.TotalParams, r.ActiveParams, r.Bytes = total.Params, total.ActiveParams, total.Bytes
+	r.EnginePaddingBytes = r.Bytes - r.CheckpointBytes
 	r.ActiveParamsExclEmbedding = total.ActiveParams - lookups.ActiveParams
 	return s.err
 }
@@ -333,12 +384,22 @@ type formats struct {
 	// float16), not bfloat16; sized alike, listed as F16 by
 	// CheckpointTensors. A weight_dtype override clears it.
 	half bool
+	// checkpointLayout and mxfp4 are WeightOptions.CheckpointLayout and
+	// MXFP4Backend: whether and how MXFP4 experts are padded.
+	checkpointLayout bool
+	mxfp4            MXFP4Backend
+	// mxfp4Method: quantization_config's quant_method is mxfp4, so vLLM
+	// loads the routed experts through Mxfp4MoEMethod, which pads them.
+	mxfp4Method bool
 }
 
 // resolveFormats picks each tensor kind's format from cfg and opts.
 func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, error) {
 	var notes []string
-	f := formats{base: WeightBF16}
+	f := formats{base: WeightBF16, checkpointLayout: opts.CheckpointLayout, mxfp4: opts.MXFP4Backend}
+	if _, _, err := opts.MXFP4Backend.alignments(); err != nil {
+		return f, nil, err
+	}
 	switch strings.ToLower(cfg.TorchDType) {
 	case "bfloat16", "bf16":
 	case "float16", "half", "fp16":
@@ -382,7 +443,7 @@ func resolveFormats(cfg *ModelConfig, opts WeightOptions) (formats, []string, er
 				notes = append(notes, "quantization_config fp8 without a 2-entry weight_block_size: one f32 scale per tensor")
 			}
 		case "mxfp4":
-			f.expert = WeightMXFP4
+			f.expert, f.mxfp4Method = WeightMXFP4, true
 			notes = append(notes, "quantization_config mxfp4: routed expert weights as mxfp4 (4.25 bits/param), "+
 				"their biases, attention, router, embeddings and lm_head as "+f.base.String())
 		default:
@@ -416,23 +477,48 @@ type weightBuilder struct {
 	// origins[i] is how tensors[i] was asked for (CheckpointTensors reads it).
 	origins []tensorOrigin
 	notes   []string
+	// expertPad is the padded expert layout the experts were sized in,
+	// for EstimateWeights's note; zero when they were not padded.
+	expertPad expertLayout
 }
 
-// tensorOrigin is how one WeightTensor was asked for: its kind and the
-// group its family named, before the MTP layers' "mtp" override.
+// tensorOrigin is how one WeightTensor was asked for: its kind, the group
+// its family named (before the MTP layers' "mtp" override) and, for a
+// tensor outside the decoder's naming (a vision tower's), its checkpoint
+// name.
 type tensorOrigin struct {
 	kind  tensorKind
 	group string
+	// checkpoint is the tensor's full checkpoint name, "*" standing for
+	// the block index of a tensor repeated per block
+	// ("visual.blocks.*.attn.qkv.weight"); "" for a tensor the family's
+	// checkpointNaming names.
+	checkpoint string
+}
+
+// tensorForm is how a tensor's instances differ from what its kind and
+// shape say: the engine's shape and format where it pads or converts them,
+// and a checkpoint name of its own. The zero value is none of these.
+type tensorForm struct {
+	engineShape  []int64      // nil: the checkpoint's shape
+	engineFormat WeightFormat // 0: the checkpoint's format
+	checkpoint   string       // see tensorOrigin.checkpoint
 }
 
 // tensor records count instances (active of them read per token) of a
 // tensor of the given shape, stored as kind's format. A count ≤ 0 or a
 // zero-sized shape records nothing.
 func (w *weightBuilder) tensor(name, group string, kind tensorKind, count, active int64, shape ...int64) {
+	w.tensorAs(name, group, kind, count, active, shape, tensorForm{})
+}
+
+// tensorAs is tensor with form: the engine's shape and format (which set
+// Bytes; CheckpointBytes stays the checkpoint's) and a checkpoint name.
+func (w *weightBuilder) tensorAs(name, group string, kind tensorKind, count, active int64, shape []int64, form tensorForm) {
 	if w.err != nil || count <= 0 {
 		return
 	}
-	origin := tensorOrigin{kind: kind, group: group}
+	origin := tensorOrigin{kind: kind, group: group, checkpoint: form.checkpoint}
 	if w.group != "" {
 		group = w.group
 	}
@@ -450,7 +536,28 @@ func (w *weightBuilder) tensor(name, group string, kind tensorKind, count, activ
 	}
 	t := WeightTensor{Name: name, Group: group, Shape: shape, Count: count, ActiveCount: active,
 		Format: format, Lookup: kind == kindEmbedding || kind == kindI32}
-	t.Params, t.ActiveParams, t.Bytes = s.mul(count, per), s.mul(active, per), s.mul(count, inst)
+	engineInst := inst
+	if form.engineShape != nil && !slices.Equal(form.engineShape, shape) {
+		t.EngineShape = form.engineShape
+	}
+	if form.engineFormat != 0 && form.engineFormat != format {
+		t.EngineFormat = form.engineFormat
+	}
+	if t.EngineShape != nil || t.EngineFormat != 0 {
+		es, ef := shape, format
+		if t.EngineShape != nil {
+			es = t.EngineShape
+		}
+		if t.EngineFormat != 0 {
+			ef = t.EngineFormat
+		}
+		if engineInst, err = w.instanceBytes(s.what, ef, kind, es); err != nil {
+			w.err = err
+			return
+		}
+	}
+	t.Params, t.ActiveParams = s.mul(count, per), s.mul(active, per)
+	t.Bytes, t.CheckpointBytes = s.mul(count, engineInst), s.mul(count, inst)
 	if s.err != nil {
 		w.err = s.err
 		return

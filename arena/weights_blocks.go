@@ -20,7 +20,8 @@ func (w *weightBuilder) t(name, group string, kind tensorKind, count int64, shap
 }
 
 // model adds the served model's tensors (no MTP layers): embed_tokens, the
-// family's decoder layers, the final norm and lm_head.
+// family's decoder layers, the final norm and lm_head, then a multimodal
+// family's vision tower and projector.
 func (w *weightBuilder) model(spec familySpec) {
 	c := w.cfg
 	w.t("embed_tokens", "embedding", kindEmbedding, 1, c.VocabSize, c.HiddenSize)
@@ -30,6 +31,9 @@ func (w *weightBuilder) model(spec familySpec) {
 		w.notes = append(w.notes, "tie_word_embeddings: lm_head shares embed_tokens and is counted once")
 	} else {
 		w.t("lm_head", "lm_head", kindHigh, 1, c.HiddenSize, c.VocabSize)
+	}
+	if v, ok := spec.(visionFamily); ok {
+		v.vision(w)
 	}
 }
 
@@ -91,19 +95,55 @@ type ffnStyle struct {
 
 // ffn adds the dense MLPs and MoE blocks counted in n, in style.
 func (w *weightBuilder) ffn(p string, n LayerCounts, style ffnStyle) {
-	w.mlp(p+"mlp.", "mlp", kindLinear, n.DenseMLP, n.DenseMLP, w.cfg.IntermediateSize, style.relu2)
+	w.mlp(p+"mlp.", "mlp", kindLinear, n.DenseMLP, n.DenseMLP, w.cfg.IntermediateSize, style.relu2, expertLayout{})
 	w.moe(p, n.MoE, style)
 }
 
 // mlp adds count MLPs of width i (active of them read per token): up_proj
-// [H, i] and down_proj [i, H], plus gate_proj [H, i] unless relu2.
-func (w *weightBuilder) mlp(p, group string, kind tensorKind, count, active, i int64, relu2 bool) {
+// [H, i] and down_proj [i, H], plus gate_proj [H, i] unless relu2. A padded
+// l (routed MXFP4 experts, mxfp4Layout) sizes them as the engine holds
+// them: [Hp, Ip] and [Ip, Hp].
+func (w *weightBuilder) mlp(p, group string, kind tensorKind, count, active, i int64, relu2 bool, l expertLayout) {
 	h := w.cfg.HiddenSize
-	if !relu2 {
-		w.tensor(p+"gate_proj", group, kind, count, active, h, i)
+	in, out := tensorForm{}, tensorForm{}
+	if l.padded() {
+		in.engineShape, out.engineShape = []int64{l.h, l.im}, []int64{l.im, l.h}
 	}
-	w.tensor(p+"up_proj", group, kind, count, active, h, i)
-	w.tensor(p+"down_proj", group, kind, count, active, i, h)
+	if !relu2 {
+		w.tensorAs(p+"gate_proj", group, kind, count, active, []int64{h, i}, in)
+	}
+	w.tensorAs(p+"up_proj", group, kind, count, active, []int64{h, i}, in)
+	w.tensorAs(p+"down_proj", group, kind, count, active, []int64{i, h}, out)
+}
+
+// routedExperts adds the routed experts of n MoE layers (e of them per
+// layer, k read per token) of width im, in style; MXFP4 experts as the
+// engine holds them (mxfp4Layout). Fused experts (GptOssExperts) are
+// gate_up_proj [H, 2·Im] with bias [2·Im] and down_proj [Im, H] with bias
+// [H]; padded, [Hp, 2·Ip], [2·Ip], [Ip, Hp] and [Hp] (vLLM w13_weight,
+// w13_bias, w2_weight, w2_bias).
+func (w *weightBuilder) routedExperts(p string, n, e, k, im int64, style ffnStyle) {
+	all, active := w.mul(n, e), w.mul(n, k)
+	l := w.mxfp4Layout()
+	if l.padded() {
+		w.expertPad = l
+	}
+	if !style.fusedExperts {
+		w.mlp(p+"mlp.experts.", "moe_experts", kindExpert, all, active, im, style.relu2, l)
+		return
+	}
+	const g = "moe_experts"
+	h := w.cfg.HiddenSize
+	var up, upBias, down, downBias tensorForm
+	if l.padded() {
+		up.engineShape, upBias.engineShape = []int64{l.h, w.mul(2, l.im)}, []int64{w.mul(2, l.im)}
+		down.engineShape, downBias.engineShape = []int64{l.im, l.h}, []int64{l.h}
+		upBias.engineFormat, downBias.engineFormat = l.biasFormat, l.biasFormat
+	}
+	w.tensorAs(p+"mlp.experts.gate_up_proj", g, kindExpert, all, active, []int64{h, w.mul(2, im)}, up)
+	w.tensorAs(p+"mlp.experts.gate_up_proj_bias", g, kindVector, all, active, []int64{w.mul(2, im)}, upBias)
+	w.tensorAs(p+"mlp.experts.down_proj", g, kindExpert, all, active, []int64{im, h}, down)
+	w.tensorAs(p+"mlp.experts.down_proj_bias", g, kindVector, all, active, []int64{h}, downBias)
 }
 
 // moe adds n MoE blocks in style: router mlp.gate [H, E] (and its bias or
@@ -123,19 +163,9 @@ func (w *weightBuilder) moe(p string, n int64, style ffnStyle) {
 	if style.scoreCorrectionBias {
 		w.t(p+"mlp.gate.e_score_correction_bias", "moe_router", kindF32, n, e)
 	}
-	all, active := w.mul(n, e), w.mul(n, k)
-	im := c.MoEIntermediateSize
-	if style.fusedExperts {
-		const g = "moe_experts"
-		w.tensor(p+"mlp.experts.gate_up_proj", g, kindExpert, all, active, h, w.mul(2, im))
-		w.tensor(p+"mlp.experts.gate_up_proj_bias", g, kindVector, all, active, w.mul(2, im))
-		w.tensor(p+"mlp.experts.down_proj", g, kindExpert, all, active, im, h)
-		w.tensor(p+"mlp.experts.down_proj_bias", g, kindVector, all, active, h)
-	} else {
-		w.mlp(p+"mlp.experts.", "moe_experts", kindExpert, all, active, im, style.relu2)
-	}
+	w.routedExperts(p, n, e, k, c.MoEIntermediateSize, style)
 	if s := c.SharedExpertIntermediateSize; s > 0 {
-		w.mlp(p+"mlp.shared_experts.", "moe_shared_experts", kindLinear, n, n, s, style.relu2)
+		w.mlp(p+"mlp.shared_experts.", "moe_shared_experts", kindLinear, n, n, s, style.relu2, expertLayout{})
 		if style.sharedExpertGate {
 			w.t(p+"mlp.shared_expert_gate", "moe_shared_experts", kindHigh, n, h, 1)
 		}

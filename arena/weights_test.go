@@ -35,6 +35,8 @@ func TestWeightsMatchPublishedCounts(t *testing.T) {
 	}{
 		{"llama-3.1-8b.json", 8_030_000_000, 0, none},
 		{"qwen3-8b.json", 8_190_000_000, 0, none},
+		// "0.6B": 596.05M counted, the head tied to the embedding.
+		{"qwen3-0.6b.json", 600_000_000, 0, none},
 		{"qwen3-32b.json", 32_800_000_000, 0, none},
 		{"qwen3-30b-a3b.json", 30_500_000_000, 3_300_000_000, incl},
 		{"mixtral-8x7b-v0.1.json", 46_700_000_000, 12_900_000_000, incl},
@@ -63,6 +65,12 @@ func TestWeightsMatchPublishedCounts(t *testing.T) {
 		// embedding, 12.18B without it and lm_head); the active figure is
 		// checked exactly in TestGLM4MoEWeightsByHand instead.
 		{"glm-4.5-air.json", 106_000_000_000, 0, none},
+		// Google: "27B"; 27.43B counted (1.6% over), of which 0.42B are
+		// the SigLIP tower and projector. Active is checked exactly in
+		// TestGemma3WeightsByHand.
+		{"gemma-3-27b-it.json", 27_000_000_000, 0, none},
+		// Qwen: 8.29B ("7B" is the language model's class).
+		{"qwen2.5-vl-7b-instruct.json", 8_290_000_000, 0, none},
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {
@@ -187,10 +195,12 @@ func TestWeightsQwen3NextActive(t *testing.T) {
 	}
 }
 
-// TestWeightsQuantized: gpt-oss mxfp4 experts, DeepSeek-V3 fp8 blocks,
-// DeepSeek-V4 fp4 experts with fp8 projections.
+// TestWeightsQuantized: gpt-oss mxfp4 experts as the checkpoint stores
+// them (TestMXFP4Padding sizes them as vLLM holds them), DeepSeek-V3 fp8
+// blocks, DeepSeek-V4 fp4 experts with fp8 projections.
 func TestWeightsQuantized(t *testing.T) {
-	oss, err := EstimateWeights(loadExample(t, "gpt-oss-120b.json"), WeightOptions{})
+	stored := WeightOptions{CheckpointLayout: true}
+	oss, err := EstimateWeights(loadExample(t, "gpt-oss-120b.json"), stored)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,15 +218,15 @@ func TestWeightsQuantized(t *testing.T) {
 		t.Errorf("gpt-oss-120b %d B, want %d", oss.Bytes, want)
 	}
 	// OpenAI's model card: checkpoint 60.8 GiB (120b), 12.8 GiB (20b).
-	oss20, err := EstimateWeights(loadExample(t, "gpt-oss-20b.json"), WeightOptions{})
+	oss20, err := EstimateWeights(loadExample(t, "gpt-oss-20b.json"), stored)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !within(oss.Bytes, 608*(1<<30)/10, 0.01) || !within(oss20.Bytes, 128*(1<<30)/10, 0.01) {
 		t.Errorf("gpt-oss checkpoints %d, %d B; card 60.8 GiB, 12.8 GiB", oss.Bytes, oss20.Bytes)
 	}
-	if !hasNote(oss.Notes, "torch_dtype is absent") {
-		t.Errorf("notes %q", oss.Notes)
+	if !hasNote(oss.Notes, "torch_dtype is absent") || oss.EnginePaddingBytes != 0 || oss.CheckpointBytes != oss.Bytes {
+		t.Errorf("notes %q, padding %d B, checkpoint %d B", oss.Notes, oss.EnginePaddingBytes, oss.CheckpointBytes)
 	}
 
 	v3, err := EstimateWeights(loadExample(t, "deepseek-v3.json"), WeightOptions{})

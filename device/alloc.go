@@ -10,8 +10,9 @@ const (
 	// WeightsOwner is the owner of every allocation a weights load makes
 	// (gpuarena.Manager.LoadWeights): the pool, or one allocation per tensor.
 	WeightsOwner = "weights"
-	// KVCacheOwner is reserved for the KV cache the manager will allocate
-	// from the fit's KV budget.
+	// KVCacheOwner is the owner of the KV cache's allocations
+	// (gpuarena.Manager.BuildKVCache): one per group, labelled with the
+	// group's name.
 	KVCacheOwner = "kv_cache"
 )
 

@@ -22,6 +22,9 @@ type Ledger struct {
 	// supervisors retire ArenaOwner when the arena is released
 	// (gpuworker.Worker.RetireOwners).
 	Retired []string `json:"retired,omitempty"`
+	// Modules are the kernel modules loaded (gpuarena.Manager.LoadModule),
+	// oldest first. They are not allocations: Counters leave them out.
+	Modules []ModuleEntry `json:"modules,omitempty"`
 }
 
 // BytesByOwner is the bytes each owner holds now, by owner (owners holding

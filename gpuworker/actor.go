@@ -42,6 +42,9 @@ type gpuActor struct {
 	// while the Stopping handler frees the ledger.
 	current  any
 	stopping bool
+	// compute is the modules, kernels, events and stream state of forward
+	// steps that launch kernels (compute_actor.go).
+	compute computeState
 }
 
 type startResult struct {

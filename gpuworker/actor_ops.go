@@ -13,6 +13,11 @@ import (
 // handle answers one request. Every reply channel has room for one reply, so
 // sending never blocks.
 func (a *gpuActor) handle(msg any) {
+	if a.compute.inFlight {
+		if _, step := msg.(*messages.Forward); !step {
+			a.settle() // a step's work left in flight ends before anything else
+		}
+	}
 	switch m := msg.(type) {
 	case *messages.Ping:
 		m.Reply <- a.usable(m.Ctx)
@@ -65,6 +70,10 @@ func (a *gpuActor) handle(msg any) {
 		m.Reply <- a.retireOwners(m)
 	case *messages.Stats:
 		m.Reply <- a.stats()
+	case *messages.LoadModule:
+		m.Reply <- a.loadModule(m)
+	case *messages.UnloadModule:
+		m.Reply <- a.unloadModule(m)
 	default:
 		a.logger.Warn("gpu worker: unknown message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -222,6 +231,7 @@ func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
 	}
 	dev := a.device()
 	defer dev.invalidate()
+	a.beginStep()
 	start := time.Now()
 	err := func() (err error) {
 		defer func() {
@@ -233,11 +243,13 @@ func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
 		}()
 		return m.Step(dev)
 	}()
+	err = a.endStep(dev, err)
 	return messages.ForwardReply{Duration: time.Since(start), Err: err}
 }
 
 func (a *gpuActor) snapshot() device.Ledger {
 	s := a.ledger.snapshot(time.Now())
+	s.Modules = a.moduleEntries()
 	if r, ok := a.backend.(BytesInUseReporter); ok {
 		s.BackendBytesInUse = r.BytesInUse()
 	}

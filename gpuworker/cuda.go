@@ -43,6 +43,8 @@ type cudaBackend struct {
 	// the first AllocStaging.
 	upload  cu.Stream
 	staging map[uintptr]*stagingBuf
+	// compute is the step stream, modules and events (cuda_compute.go).
+	compute cudaCompute
 }
 
 var (
@@ -61,6 +63,7 @@ func (b *cudaBackend) BindThread() error {
 	if err := cu.SetCurrentContext(b.ctx); err != nil {
 		return cudaErr(fmt.Sprintf("cuCtxSetCurrent(device %d primary context) on a new GPU thread", b.info.Ordinal), err)
 	}
+	b.recordThread()
 	return nil
 }
 
@@ -94,6 +97,7 @@ func newCUDABackend(ordinal int) (Backend, error) {
 		return nil, cudaErr(fmt.Sprintf("cuCtxSetCurrent(device %d primary context)", ordinal), err)
 	}
 	b := &cudaBackend{dev: dev, ctx: ctx, info: info}
+	b.recordThread()
 	if err := b.warmUp(); err != nil {
 		_ = b.Close()
 		return nil, err
@@ -290,7 +294,8 @@ func (b *cudaBackend) MemInfo() (freeBytes, totalBytes int64, err error) {
 	return freeBytes, totalBytes, nil
 }
 
-// Close frees the staging buffers and upload stream still held, makes no
+// Close frees the staging buffers and upload stream still held, unloads
+// the modules and destroys the step stream and its events, makes no
 // context current on the calling thread and releases the primary context
 // (cuDevicePrimaryCtxRelease). It frees no device memory itself: the GPU
 // actor frees its ledger first. If this was the last retain, the driver
@@ -302,6 +307,9 @@ func (b *cudaBackend) Close() error {
 	}
 	b.closed = true
 	first := b.closeStaging()
+	if err := b.closeCompute(); err != nil && first == nil {
+		first = err
+	}
 	if err := cu.SetCurrentContext(cu.CUContext{}); err != nil && first == nil {
 		first = cudaErr(fmt.Sprintf("cuCtxSetCurrent(NULL) on closing device %d", b.info.Ordinal), err)
 	}

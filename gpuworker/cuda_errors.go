@@ -16,6 +16,8 @@ import (
 //	CUDA_ERROR_OUT_OF_MEMORY                        → ErrOutOfMemory
 //	CUDA_ERROR_INVALID_VALUE                        → ErrInvalidValue
 //	CUDA_ERROR_NO_DEVICE, CUDA_ERROR_INVALID_DEVICE → ErrNoDevice
+//	CUDA_ERROR_ILLEGAL_ADDRESS and the other sticky
+//	errors a faulting kernel leaves (isDeviceFault)  → ErrDeviceFault
 //	anything else                                   → ErrDriver
 //
 // The result reads "<op>: <sentinel> (<cu's name> = CUresult <n>)", e.g.
@@ -31,6 +33,8 @@ func cudaErr(op string, err error) error {
 		sentinel = ErrInvalidValue
 	case errors.Is(err, cu.NoDevice), errors.Is(err, cu.InvalidDevice):
 		sentinel = ErrNoDevice
+	case isDeviceFault(err):
+		sentinel = ErrDeviceFault
 	case errors.Is(err, cu.InvalidContext):
 		hint = ": no CUDA context is current on this thread (a call off the GPU actor's thread, or after Close?)"
 	}
@@ -53,4 +57,18 @@ func cudaResultText(err error) string {
 		}
 	}
 	return err.Error()
+}
+
+// isDeviceFault reports whether err is one of the errors a faulting kernel
+// leaves on the context for good: every later call of the process on it
+// returns the same (CUDA driver API, "Error Handling").
+func isDeviceFault(err error) bool {
+	for _, r := range []error{cu.IllegalAddress, cu.MisalignedAddress, cu.IllegalInstruction,
+		cu.InvalidAddressSpace, cu.InvalidPc, cu.HardwareStackError, cu.LaunchFailed,
+		cu.Assert, cu.LaunchTimeout, cu.EccUncorrectable} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
 }

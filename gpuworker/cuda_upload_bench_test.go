@@ -31,7 +31,8 @@ var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json 
 //     memory, the path LoadWeights takes without page-locked buffers.
 //
 //   - input/pread-N, input/mmap-N: reading every tensor from the page
-//     cache and nothing else, in 16 MiB chunks by N goroutines, with pread
+//     cache and nothing else, in chunks of DefaultLoadChunkBytes (the
+//     loader's) by N goroutines, with pread
 //     (checkpoint.Section) and through a read-only mmap of each shard
 //     (copied into a buffer, as a loader would): the input's limit.
 //
@@ -86,11 +87,11 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 			}
 		})
 	})
-	for _, n := range []int{1, DefaultLoadReaders, 8, 16} {
+	for _, n := range []int{1, 8, DefaultLoadReaders} {
 		b.Run(fmt.Sprintf("input/pread-%d", n), func(b *testing.B) {
 			b.SetBytes(total)
 			for b.Loop() {
-				parallelChunks(b, ck, n, chunk, func(buf []byte, t checkpoint.Tensor, off int64) error {
+				parallelChunks(b, ck, n, DefaultLoadChunkBytes, func(buf []byte, t checkpoint.Tensor, off int64) error {
 					r, err := ck.Section(t.Name)
 					if err != nil {
 						return err
@@ -115,7 +116,7 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 			}
 			b.SetBytes(total)
 			for b.Loop() {
-				parallelChunks(b, ck, n, chunk, func(buf []byte, t checkpoint.Tensor, off int64) error {
+				parallelChunks(b, ck, n, DefaultLoadChunkBytes, func(buf []byte, t checkpoint.Tensor, off int64) error {
 					start := t.Offset + off
 					copy(buf, maps[t.File][start:start+int64(len(buf))])
 					return nil
@@ -123,8 +124,8 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 			}
 		})
 	}
-	for _, n := range []int{8, 16, 24} {
-		for _, c := range []int64{1 << 20, 2 << 20, 4 << 20, 8 << 20} {
+	for _, n := range []int{8, DefaultLoadReaders} {
+		for _, c := range []int64{DefaultLoadChunkBytes, 16 << 20} {
 			b.Run(fmt.Sprintf("load/readers-%d/chunk-%dMiB", n, c>>20), func(b *testing.B) {
 				system := actor.NewActorSystem()
 				defer system.Shutdown()

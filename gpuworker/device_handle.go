@@ -15,6 +15,8 @@ type deviceHandle struct {
 	// dead is set on the GPU thread when the step returns; a goroutine the
 	// step started may read it at any time.
 	dead atomic.Bool
+	// leave: the step called LeaveInFlight (GPU thread only).
+	leave bool
 }
 
 // device is the handle of one forward step; it dies when the step returns.
@@ -30,7 +32,7 @@ func (d *deviceHandle) check(op string, ptr device.DevicePtr, n int64) error {
 	if d.dead.Load() {
 		return fmt.Errorf("%s: %w", op, ErrStepOver)
 	}
-	if !d.a.dispatcher.OnPinnedThread() {
+	if !d.a.onGPUThread() {
 		return fmt.Errorf("%s: %w", op, ErrNotGPUThread)
 	}
 	if d.a.fatal != nil {
@@ -47,7 +49,7 @@ func (d *deviceHandle) Memset(ptr device.DevicePtr, value byte, bytes int64) err
 	if err := d.check("memset", ptr, bytes); err != nil {
 		return err
 	}
-	return d.a.guard("memset", "", func() error { return d.a.backend.Memset(ptr, value, bytes) })
+	return d.a.deviceCall("memset", func() error { return d.a.backend.Memset(ptr, value, bytes) })
 }
 
 // CopyHtoD implements device.Device.
@@ -55,7 +57,7 @@ func (d *deviceHandle) CopyHtoD(dst device.DevicePtr, src []byte) error {
 	if err := d.check("copy host→device", dst, int64(len(src))); err != nil {
 		return err
 	}
-	return d.a.guard("copy host→device", "", func() error { return d.a.backend.CopyHtoD(dst, src) })
+	return d.a.deviceCall("copy host→device", func() error { return d.a.backend.CopyHtoD(dst, src) })
 }
 
 // CopyDtoH implements device.Device.
@@ -63,7 +65,7 @@ func (d *deviceHandle) CopyDtoH(dst []byte, src device.DevicePtr) error {
 	if err := d.check("copy device→host", src, int64(len(dst))); err != nil {
 		return err
 	}
-	return d.a.guard("copy device→host", "", func() error { return d.a.backend.CopyDtoH(dst, src) })
+	return d.a.deviceCall("copy device→host", func() error { return d.a.backend.CopyDtoH(dst, src) })
 }
 
 // CopyDtoD implements device.Device.
@@ -78,5 +80,5 @@ func (d *deviceHandle) CopyDtoD(dst, src device.DevicePtr, bytes int64) error {
 		return fmt.Errorf("copy device→device of %d B from %#x to %#x: %w: the ranges overlap, and cuMemcpyDtoD's result is undefined for overlapping ranges; copy through a scratch buffer",
 			bytes, uint64(src), uint64(dst), ErrInvalidValue)
 	}
-	return d.a.guard("copy device→device", "", func() error { return d.a.backend.CopyDtoD(dst, src, bytes) })
+	return d.a.deviceCall("copy device→device", func() error { return d.a.backend.CopyDtoD(dst, src, bytes) })
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // Sentinel errors. Backends translate driver results into these at the
@@ -72,6 +73,28 @@ var (
 	// ErrInjected: a failure injected by a fault plan (WithFaults), other
 	// than out of memory.
 	ErrInjected = errors.New("injected fault")
+	// ErrDeviceFault: a kernel faulted (an illegal or misaligned address,
+	// an illegal instruction, a trap: CUDA_ERROR_ILLEGAL_ADDRESS and the
+	// other sticky errors), which leaves the CUDA context unusable. The
+	// step gets it, the worker turns fatal (Worker.Err returns it, every
+	// later request gets it), and Stop and Close still return; the memory
+	// the ledger held goes with the context when the backend closes. The
+	// simulated device reports a Go kernel's access outside its allocation
+	// the same way.
+	ErrDeviceFault = errors.New("device fault: a kernel faulted and the context is unusable")
+
+	// ErrNoCompute: a module load or a launch on a backend that runs no
+	// kernels (it does not implement Compute).
+	ErrNoCompute = errors.New("the backend runs no kernels")
+
+	// ErrBadModule, ErrNoFunction, ErrNoModule and ErrLaunchConfig are
+	// package device's: a module image refused, a kernel not in the
+	// module, a module not loaded, a launch configuration refused. Each
+	// comes inside a *device.KernelError naming the module and function.
+	ErrBadModule    = device.ErrBadModule
+	ErrNoFunction   = device.ErrNoFunction
+	ErrNoModule     = device.ErrNoModule
+	ErrLaunchConfig = device.ErrLaunchConfig
 )
 
 // StopError is the error of a stop that gave up waiting for the GPU thread

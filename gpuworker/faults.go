@@ -39,20 +39,40 @@ type Faults struct {
 // WithFaults wraps b, any backend, so that its calls slow down, fail or
 // panic as plan says: Alloc, Free, Memset, the copies and MemInfo go through
 // the plan first; Info and Close pass straight through. The wrapper keeps
-// b's optional interfaces (BytesInUseReporter, ThreadBinder), whose calls
-// also pass straight through. Like b, it is used from the GPU actor's
-// thread only.
+// b's optional interfaces BytesInUseReporter, ThreadBinder and Compute
+// (kernels run on b as they would without the plan), whose calls also pass
+// straight through. Like b, it is used from the GPU actor's thread only.
 func WithFaults(b Backend, plan Faults) Backend {
 	f := &faultyBackend{b: b, plan: plan}
 	r, reports := b.(BytesInUseReporter)
 	t, binds := b.(ThreadBinder)
+	c, computes := b.(Compute)
 	switch {
+	case reports && binds && computes:
+		return struct {
+			*faultyBackend
+			BytesInUseReporter
+			ThreadBinder
+			Compute
+		}{f, r, t, c}
 	case reports && binds:
 		return struct {
 			*faultyBackend
 			BytesInUseReporter
 			ThreadBinder
 		}{f, r, t}
+	case reports && computes:
+		return struct {
+			*faultyBackend
+			BytesInUseReporter
+			Compute
+		}{f, r, c}
+	case binds && computes:
+		return struct {
+			*faultyBackend
+			ThreadBinder
+			Compute
+		}{f, t, c}
 	case reports:
 		return struct {
 			*faultyBackend
@@ -63,6 +83,11 @@ func WithFaults(b Backend, plan Faults) Backend {
 			*faultyBackend
 			ThreadBinder
 		}{f, t}
+	case computes:
+		return struct {
+			*faultyBackend
+			Compute
+		}{f, c}
 	}
 	return f
 }

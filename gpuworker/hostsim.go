@@ -5,6 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
 )
@@ -17,9 +18,11 @@ func init() {
 	Register(KindHostSim, func(c BackendConfig) (Backend, error) { return NewHostSim(c.HostSim) })
 }
 
-// H200Bytes is the default capacity of the simulated device: 141 GiB, the
-// memory of an NVIDIA H200 (design.md §4).
-const H200Bytes int64 = 141 << 30
+// H200Bytes is the default capacity of the simulated device: an NVIDIA
+// H200's total memory as its driver reports it, 150,109,880,320 B (139.80
+// GiB; arena.H200TotalBytes, measured on the project's H200), not the data
+// sheet's 141 GB (design.md §4).
+const H200Bytes int64 = arena.H200TotalBytes
 
 // HostSimConfig configures the simulated device.
 type HostSimConfig struct {
@@ -35,6 +38,9 @@ type HostSimConfig struct {
 	// thread id on Linux) of every call, for affinity tests; read them with
 	// Threads. Faults are injected by wrapping the device (WithFaults).
 	RecordThreads bool
+	// Kernels are the Go kernels a loaded module's .entry names map to
+	// (hostsim_kernels.go). Default DefaultKernels.
+	Kernels *KernelRegistry
 }
 
 // HostSim is the simulated device: each allocation is real host memory, so
@@ -55,6 +61,8 @@ type HostSim struct {
 	allocs  map[device.DevicePtr][]byte
 	inUse   int64
 	threads map[int]int // thread id → calls
+
+	compute hostCompute // modules, kernels, events (GPU thread only)
 }
 
 // NewHostSim returns a simulated device. It returns ErrInvalidValue for a

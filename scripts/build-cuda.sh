@@ -9,8 +9,10 @@ cd "$(dirname "$0")/.."
 bin=${1:-.device/bin}
 mkdir -p "$bin"
 eval "$(scripts/cuda-sdk.sh)"
-go build -tags cuda -o "$bin/arenactl" ./examples/arenactl
+# -s -w: no symbol table or DWARF (stack traces keep their names), so the
+# binaries fit the device tool's carry limit together.
+go build -tags cuda -ldflags='-s -w' -o "$bin/arenactl" ./examples/arenactl
 for pkg in gpuworker tests; do
-	go test -tags cuda -c -o "$bin/$pkg.test" "./$pkg"
+	go test -tags cuda -ldflags='-s -w' -c -o "$bin/$pkg.test" "./$pkg"
 done
 ls -l "$bin" >&2

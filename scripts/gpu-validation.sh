@@ -28,7 +28,10 @@ step devices.txt "$bin/arenactl" devices --backend cuda
 for pkg in gpuworker tests; do
 	(cd "$pkg" && step "$pkg-test.log" "$bin/$pkg.test" -test.v -test.count=1 -test.timeout=300s) || status=1
 done
-# The main job on the three models at three batch sizes.
+# The README's main job: a generated Qwen3-0.6B loaded, the arena and the KV
+# cache built, a trace served with the kernels in every step, released.
+step run-main-job.json "$bin/arenactl" run --backend cuda --json
+# The arena alone on the three models at three batch sizes.
 for cfg in qwen3-next-80b-a3b-thinking deepseek-v3 llama-3.1-8b; do
 	for m in 512 8192 32768; do
 		step "run-$cfg-$m.json" "$bin/arenactl" run --backend cuda --json \

@@ -18,8 +18,8 @@ var quiet = gpuarena.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 func configPaths(t *testing.T) []string {
 	t.Helper()
 	paths, err := filepath.Glob("../examples/configs/*.json")
-	if err != nil || len(paths) < 15 {
-		t.Fatalf("found %d configs (%v), want the 15 in examples/configs", len(paths), err)
+	if err != nil || len(paths) < 18 {
+		t.Fatalf("found %d configs (%v), want the 18 in examples/configs", len(paths), err)
 	}
 	return paths
 }

@@ -13,8 +13,9 @@ import (
 )
 
 const fitLong = `Fit checks, without touching a device, whether the model fits on a device of
---device-memory bytes of which --device-used are already held by other
-processes, under --gpu-memory-utilization (design.md §6):
+--device-memory (or a --device preset's) bytes of which --device-used are
+already held by other processes, under --gpu-memory-utilization
+(design.md §6):
 
   budget          = ⌊gpu_memory_utilization × device memory⌋
   process budget  = budget − used by others (what the GPU worker allows)
@@ -22,6 +23,18 @@ processes, under --gpu-memory-utilization (design.md §6):
   kv budget       = process budget − committed
   fits            = one sequence of max_seq_len (its KV blocks, sliding-window
                     blocks and recurrent state) fits in the kv budget
+
+That is --utilization-scope device, the default: the utilization caps every
+process on the device together. vLLM's rule is --utilization-scope
+instance: the budget is ⌈gpu_memory_utilization × device memory⌉ for this
+process alone, whatever others hold, and it refuses to start unless that
+much is free.
+
+--device-memory takes a size with its unit: 80GB is 80×10^9 bytes, 80GiB
+80×2^30 bytes, 85899345920B bytes; a bare number is refused. --device
+h100-80gb, h200, a100-40gb, a100-80gb, l4, rtx-4090, rtx-3090 or dgx-spark
+takes the total memory those cards' drivers report (less than the data
+sheet's figure). The report gives the device memory in bytes.
 
 --model DIR takes a model folder (config.json and its safetensors files, as
 vLLM and Hugging Face take it): the weights then count as the exact bytes
@@ -39,7 +52,10 @@ reserves nothing, and --gpu-memory-utilization 0 is refused.
 The report gives the breakdown, the KV-cache blocks and the sequences of
 max_seq_len that fit at once. When it does not fit: by how much, the three
 largest items, and the smallest single change that makes it fit (a lower
-max_batch_tokens, a lower max_seq_len, or a higher gpu_memory_utilization).
+max_batch_tokens, a lower max_seq_len that stays within the model's limit,
+a higher gpu_memory_utilization, or --logits-rows sampled). The notes say
+when logits are a quarter of the arena or more and what --logits-rows
+sampled would save.
 
 Exit status: 0 when it fits, 1 when it does not, 2 on an error.`
 
@@ -49,7 +65,8 @@ type fitCmd struct {
 	plan        planFlags
 	model       string
 	utilization float64
-	memory      byteSize
+	scope       string
+	device      deviceMemoryFlags
 	used        byteSize
 	reserve     byteSize
 	weightDType string
@@ -73,7 +90,9 @@ func newFitCmd(a *app) *cobra.Command {
 	fs.Lookup("config").Usage = "Hugging Face config.json of the model, or the model folder that holds it (required unless --model is given; default: --model's folder)"
 	fs.StringVar(&c.model, "model", "", "model folder with config.json and the safetensors checkpoint: the fit counts the checkpoint's exact bytes")
 	addUtilizationFlag(fs, &c.utilization)
-	addDeviceMemoryFlag(fs, &c.memory, "the device's total memory")
+	fs.StringVar(&c.scope, "utilization-scope", string(arena.UtilizationDevice),
+		"what --gpu-memory-utilization caps: device (every process together; others' memory comes out of the budget) or instance (this process alone, vLLM's rule)")
+	c.device.register(fs, "the device's total memory")
 	fs.Var(&c.used, "device-used", "memory already used by other processes: bytes or a size")
 	c.reserve = byteSize(arena.DefaultReserveBytes) // shown as the default; passed to arena only when given
 	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size (0: none)")
@@ -90,8 +109,9 @@ func newFitCmd(a *app) *cobra.Command {
 // the API (a 0 utilization is refused there, with the flag named).
 func (c *fitCmd) options(changed func(string) bool) (arena.FitOptions, error) {
 	o := arena.FitOptions{
-		Weights:        arena.WeightOptions{IncludeMTP: c.includeMTP},
-		ExcludeWeights: c.noWeights,
+		Weights:          arena.WeightOptions{IncludeMTP: c.includeMTP},
+		ExcludeWeights:   c.noWeights,
+		UtilizationScope: arena.UtilizationScope(c.scope),
 	}
 	if changed("gpu-memory-utilization") {
 		if err := checkUtilization(c.utilization); err != nil {
@@ -130,8 +150,12 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 	if err != nil {
 		return err
 	}
-	if c.used > c.memory {
-		return fmt.Errorf("--device-used %s is more than --device-memory %s", human(int64(c.used)), human(int64(c.memory)))
+	total, name, err := c.device.total(changed)
+	if err != nil {
+		return err
+	}
+	if int64(c.used) > total {
+		return fmt.Errorf("--device-used %s is more than the device memory (--device-memory or --device) %s", bytesAndHuman(int64(c.used)), bytesAndHuman(total))
 	}
 	opts, err := c.options(changed)
 	if err != nil {
@@ -144,7 +168,7 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 		}
 		opts.CheckpointPooledTensorBytes = sizes
 	}
-	dev := arena.DeviceMemory{TotalBytes: int64(c.memory), FreeBytes: int64(c.memory - c.used)}
+	dev := arena.DeviceMemory{TotalBytes: total, FreeBytes: total - int64(c.used)}
 	r, err := arena.Fit(plan, cfg, dev, opts)
 	if err != nil {
 		return withFlag(err)
@@ -153,7 +177,7 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 	if c.jsonOut {
 		err = writeJSON(w, r)
 	} else {
-		writeFitText(w, c.plan.config, plan, r)
+		writeFitText(w, c.plan.config, name, plan, r)
 	}
 	if err != nil {
 		return err
@@ -164,18 +188,29 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 	return nil
 }
 
-// writeFitText writes the fit as a readable report.
-func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport) {
+// writeFitText writes the fit as a readable report; device is the
+// preset's device name, "" without one.
+func writeFitText(w io.Writer, config, device string, p *arena.Plan, r *arena.FitReport) {
 	verdict := "FITS"
 	if !r.Fits {
 		verdict = "DOES NOT FIT"
 	}
 	fmt.Fprintf(w, "%s: %s (%s)\n\n", verdict, p.ModelType, config)
 	tw := newTable(w)
-	row(tw, "device memory", bytesAndHuman(r.Device.TotalBytes))
-	row(tw, "budget", fmt.Sprintf("%s = %g × device memory", bytesAndHuman(r.BudgetBytes), r.GPUMemoryUtilization))
-	row(tw, "used by others", bytesAndHuman(r.UsedByOthersBytes))
-	row(tw, "process budget", fmt.Sprintf("%s = budget − used by others", bytesAndHuman(r.ProcessBudgetBytes)))
+	memory := bytesAndHuman(r.Device.TotalBytes)
+	if device != "" {
+		memory += "  (" + device + ")"
+	}
+	row(tw, "device memory", memory)
+	if r.UtilizationScope == arena.UtilizationInstance {
+		row(tw, "budget", fmt.Sprintf("%s = ⌈%g × device memory⌉, this process's alone (utilization scope instance, vLLM's rule)", bytesAndHuman(r.BudgetBytes), r.GPUMemoryUtilization))
+		row(tw, "used by others", fmt.Sprintf("%s (not counted; they must leave the budget free)", bytesAndHuman(r.UsedByOthersBytes)))
+		row(tw, "process budget", bytesAndHuman(r.ProcessBudgetBytes))
+	} else {
+		row(tw, "budget", fmt.Sprintf("%s = %g × device memory, every process together (utilization scope device)", bytesAndHuman(r.BudgetBytes), r.GPUMemoryUtilization))
+		row(tw, "used by others", bytesAndHuman(r.UsedByOthersBytes))
+		row(tw, "process budget", fmt.Sprintf("%s = budget − used by others", bytesAndHuman(r.ProcessBudgetBytes)))
+	}
 	weights := bytesAndHuman(r.WeightBytes)
 	if r.Weights != nil {
 		weights += fmt.Sprintf("  (%.2fB params, %.2fB active per token)", float64(r.Weights.TotalParams)/1e9, float64(r.Weights.ActiveParams)/1e9)
@@ -187,13 +222,13 @@ func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport)
 		row(tw, "  pool padding", fmt.Sprintf("%s (each tensor at a %d-byte-aligned offset of one pooled allocation)", bytesAndHuman(r.WeightPaddingBytes), arena.PoolAlign))
 		row(tw, "  estimate", fmt.Sprintf("%s from config.json (%+d B against the checkpoint)", bytesAndHuman(r.EstimatedWeightBytes), r.EstimatedWeightBytes-r.CheckpointWeightBytes))
 	}
-	row(tw, "arena", bytesAndHuman(r.ArenaBytes))
+	row(tw, "arena", fmt.Sprintf("%s (logits %s, logits_rows %s)", bytesAndHuman(r.ArenaBytes), human(p.Buffers[arena.Logits].Bytes), p.Options.LogitsRows))
 	row(tw, "slabs", bytesAndHuman(r.SlabBytes))
 	row(tw, "reserve", bytesAndHuman(r.ReserveBytes))
 	row(tw, "kv budget", bytesAndHuman(r.KVBudgetBytes))
 	if r.KVBytesPerBlock > 0 {
-		row(tw, "kv cache", fmt.Sprintf("%d blocks of %d tokens (%s each) = %d tokens = %s",
-			r.KVBlocks, p.Options.KVBlockSize, human(r.KVBytesPerBlock), r.KVTokens, bytesAndHuman(r.KVCacheBytes)))
+		row(tw, "kv cache", fmt.Sprintf("%d blocks of %d tokens (%s each, %s) = %d tokens = %s",
+			r.KVBlocks, p.Options.KVBlockSize, human(r.KVBytesPerBlock), r.KV.KVCacheDType, r.KVTokens, bytesAndHuman(r.KVCacheBytes)))
 	}
 	if r.FixedBytesPerSeq > 0 {
 		row(tw, "state per sequence", fmt.Sprintf("%s (sliding-window blocks, recurrent state), %d sequences set aside = %s",
@@ -228,7 +263,7 @@ func writeFitText(w io.Writer, config string, p *arena.Plan, r *arena.FitReport)
 // writeSuggestions lists the smallest single changes that make it fit.
 func writeSuggestions(w io.Writer, s *arena.FitSuggestions) {
 	if s == nil || *s == (arena.FitSuggestions{}) {
-		fmt.Fprintln(w, "\nno single change of max_batch_tokens, max_seq_len or gpu_memory_utilization makes it fit")
+		fmt.Fprintln(w, "\nno single change of max_batch_tokens, max_seq_len, gpu_memory_utilization or logits_rows makes it fit")
 		return
 	}
 	fmt.Fprintln(w, "\nany one of these makes it fit:")
@@ -240,6 +275,9 @@ func writeSuggestions(w io.Writer, s *arena.FitSuggestions) {
 	}
 	if s.GPUMemoryUtilization > 0 {
 		fmt.Fprintf(w, "  --gpu-memory-utilization %g\n", s.GPUMemoryUtilization)
+	}
+	if s.LogitsRows != "" {
+		fmt.Fprintf(w, "  --logits-rows %s\n", s.LogitsRows)
 	}
 }
 

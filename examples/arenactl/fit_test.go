@@ -41,7 +41,7 @@ func TestFitExitStatus(t *testing.T) {
 		t.Fatalf("does not fit: exit %d, want %d; stderr:\n%s", short.code, exitNegative, short.stderr)
 	}
 	for _, want := range []string{"DOES NOT FIT", "shortfall                 1317745050 B", "largest items", "weights.mlp",
-		"--max-batch-tokens 4606", "--max-seq-len 22704", "--gpu-memory-utilization 0.9512"} {
+		"--max-batch-tokens 4606", "--max-seq-len 22704", "--gpu-memory-utilization 0.9512", "--logits-rows sampled"} {
 		if !strings.Contains(short.stdout, want) {
 			t.Errorf("fit report lacks %q:\n%s", want, short.stdout)
 		}
@@ -58,7 +58,7 @@ func TestFitExitStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(shortJSON.stdout), &f); err != nil {
 		t.Fatal(err)
 	}
-	want := arena.FitSuggestions{MaxBatchTokens: 4606, MaxSeqLen: 22704, GPUMemoryUtilization: 0.9512}
+	want := arena.FitSuggestions{MaxBatchTokens: 4606, MaxSeqLen: 22704, GPUMemoryUtilization: 0.9512, LogitsRows: arena.LogitsSampled}
 	if f.Fits || f.ShortfallBytes != 1317745050 || len(f.Largest) != 3 || f.Largest[0].Name != "weights.mlp" || f.Suggestions == nil || *f.Suggestions != want {
 		t.Errorf("does not fit: got fits %v, shortfall %d, largest %+v, suggestions %+v", f.Fits, f.ShortfallBytes, f.Largest, f.Suggestions)
 	}
@@ -96,10 +96,10 @@ func TestUnsetAndZeroFlags(t *testing.T) {
 		wantUtil    float64
 		wantBudget  int64
 	}{
-		{"unset", nil, 1 << 30, 0.9, 136_257_837_465},
-		{"reserve 0 is none", []string{"--reserve", "0"}, 0, 0.9, 136_257_837_465},
-		{"reserve 512MiB", []string{"--reserve", "512MiB"}, 512 << 20, 0.9, 136_257_837_465},
-		{"utilization 1", []string{"--gpu-memory-utilization", "1"}, 1 << 30, 1, 141 << 30},
+		{"unset", nil, 1 << 30, 0.9, 135_098_892_288}, // ⌊0.9 × 150,109,880,320 B⌋, an H200's total
+		{"reserve 0 is none", []string{"--reserve", "0"}, 0, 0.9, 135_098_892_288},
+		{"reserve 512MiB", []string{"--reserve", "512MiB"}, 512 << 20, 0.9, 135_098_892_288},
+		{"utilization 1", []string{"--gpu-memory-utilization", "1"}, 1 << 30, 1, 150_109_880_320},
 	}
 	for _, tt := range fitTests {
 		t.Run("fit "+tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -17,9 +18,12 @@ import (
 // snake_case name (max_batch_tokens → --max-batch-tokens). They are
 // registered and turned into a plan here and nowhere else.
 type planFlags struct {
-	config string
-	opts   arena.Options
-	kMax   int64 // --k-max, set in opts only when given
+	config     string
+	opts       arena.Options
+	kMax       int64 // --k-max, set in opts only when given
+	logitsRows string
+	kvDType    string
+	ssmDType   string
 }
 
 // register adds the plan flags to fs. configDefault "" makes --config
@@ -37,16 +41,27 @@ func (f *planFlags) register(fs *pflag.FlagSet, configDefault string) {
 	fs.Int64Var(&f.opts.MaxBatchTokens, "max-batch-tokens", 0,
 		fmt.Sprintf("max_batch_tokens (M): most tokens in one forward step (0: %d)", arena.DefaultMaxBatchTokens))
 	fs.Int64Var(&f.opts.MaxSeqLen, "max-seq-len", 0,
-		fmt.Sprintf("max_seq_len: longest sequence in tokens (0: min(max_position_embeddings, %d))", arena.DefaultMaxSeqLenCap))
+		fmt.Sprintf("max_seq_len: longest sequence in tokens, at most the model's limit (max_position_embeddings, extended by rope_scaling) "+
+			"unless --allow-long-max-seq-len (0: min(max_position_embeddings, %d))", arena.DefaultMaxSeqLenCap))
+	fs.BoolVar(&f.opts.AllowLongMaxSeqLen, "allow-long-max-seq-len", false,
+		"accept a --max-seq-len above the model's limit, as vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does (positions past it give wrong outputs)")
 	fs.Int64Var(&f.opts.KVBlockSize, "kv-block-size", 0,
-		fmt.Sprintf("kv_block_size: tokens per paged KV-cache block (0: %d)", arena.DefaultKVBlockSize))
+		fmt.Sprintf("kv_block_size: tokens per paged KV-cache block, at most %d (0: %d)", arena.MaxKVBlockSize, arena.DefaultKVBlockSize))
 	fs.Int64Var(&f.opts.MaxBatchSize, "max-batch-size", 0,
 		fmt.Sprintf("max_batch_size: most sequences in one decode step, at most max_batch_tokens (0: min(%d, max_batch_tokens))", arena.DefaultMaxBatchSize))
 	fs.Int64Var(&f.kMax, "k-max", arena.DefaultKMax,
-		"k_max: speculative tokens verified per step (0: no speculative decoding)")
-	fs.Int64Var(&f.opts.LoRAMaxRank, "lora-max-rank", 0, "lora_max_rank: largest LoRA adapter rank (0: no LoRA scratch)")
+		fmt.Sprintf("k_max: speculative tokens verified per step, at most %d (0: no speculative decoding)", arena.MaxKMax))
+	fs.Int64Var(&f.opts.LoRAMaxRank, "lora-max-rank", 0,
+		fmt.Sprintf("lora_max_rank: largest LoRA adapter rank, at most %d (0: no LoRA scratch)", arena.MaxLoRAMaxRank))
 	fs.BoolVar(&f.opts.FP8Rowwise, "fp8-rowwise", false, "fp8_rowwise: FP8 row-wise GDN weights (adds the "+arena.SlabSSMRowwiseW+" slab)")
 	fs.BoolVar(&f.opts.Q2Prefill, "q2-prefill", false, "q2_prefill: native Q2 prefill path and its scratch buffers")
+	fs.StringVar(&f.logitsRows, "logits-rows", string(arena.LogitsAll),
+		"logits_rows: all (a logits row per token, [max_batch_tokens, vocab]) or sampled (only the sampled positions, "+
+			"[max_batch_size·(1 + k_max), vocab], as vLLM and SGLang compute them)")
+	fs.StringVar(&f.kvDType, "kv-cache-dtype", string(arena.KVCacheAuto),
+		"kv_cache_dtype, as vLLM's --kv-cache-dtype: auto (the model dtype), bfloat16 (bf16), float16 (fp16), fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2")
+	fs.StringVar(&f.ssmDType, "mamba-ssm-cache-dtype", string(arena.SSMCacheAuto),
+		"mamba_ssm_cache_dtype, as vLLM's: auto (the config's, else float32 for Mamba-2 and the model dtype for GDN), float32, float16, bfloat16")
 }
 
 // plan loads the config and sizes its arena; changed reports whether a flag
@@ -60,6 +75,9 @@ func (f *planFlags) plan(changed func(string) bool) (*arena.ModelConfig, *arena.
 	if changed("k-max") {
 		f.opts.KMax = &f.kMax
 	}
+	f.opts.LogitsRows = arena.LogitsRows(f.logitsRows)
+	f.opts.KVCacheDType = arena.KVCacheDType(f.kvDType)
+	f.opts.MambaSSMCacheDType = arena.SSMCacheDType(f.ssmDType)
 	cfg, err := arena.LoadConfig(f.config)
 	if err != nil {
 		return nil, nil, err
@@ -80,8 +98,13 @@ var optionFlags = map[string]string{
 }
 
 // withFlag adds the flag's name to an *arena.OptionError, so the message says
-// what to change on the command line.
+// what to change on the command line; a *arena.MaxSeqLenError names
+// --max-seq-len and --allow-long-max-seq-len.
 func withFlag(err error) error {
+	var me *arena.MaxSeqLenError
+	if errors.As(err, &me) {
+		return fmt.Errorf("--max-seq-len: %w (--allow-long-max-seq-len)", err)
+	}
 	var oe *arena.OptionError
 	if !errors.As(err, &oe) {
 		return err
@@ -110,52 +133,130 @@ func checkUtilization(u float64) error {
 	return nil
 }
 
-// addDeviceMemoryFlag adds --device-memory, the simulated device's capacity.
-func addDeviceMemoryFlag(fs *pflag.FlagSet, p *byteSize, what string) {
-	*p = byteSize(gpuworker.H200Bytes)
-	fs.Var(p, "device-memory", what+": bytes or a size like 141GiB, 80GB, 1.5TiB")
+// deviceMemoryFlags are --device-memory and --device NAME: the device's
+// total memory given in bytes or as a preset (arena.DevicePresets), and,
+// where the command has one, --device ORDINAL.
+type deviceMemoryFlags struct {
+	memory  byteSize
+	preset  *arena.DevicePreset
+	ordinal *int // nil: --device takes a preset only
 }
 
-// backendFlags select the backend for run and devices.
+// register adds --device-memory (what says what it is) and --device to fs.
+func (d *deviceMemoryFlags) register(fs *pflag.FlagSet, what string) {
+	d.memory = byteSize(gpuworker.H200Bytes)
+	fs.Var(&d.memory, "device-memory", what+": a size with its unit, 80GB (×10^9 B), 80GiB (×2^30 B) or 85899345920B; "+
+		"the default is an H200's total as its driver reports it")
+	names := make([]string, 0, 8)
+	for _, p := range arena.DevicePresets() {
+		names = append(names, p.Name)
+	}
+	usage := "a named device, whose total memory as its driver reports it is the device memory: " + strings.Join(names, ", ")
+	if d.ordinal != nil {
+		usage = "device ordinal (a backend with several devices, such as cuda), or " + usage + " (hostsim)"
+	}
+	fs.Var((*deviceValue)(d), "device", usage)
+}
+
+// total is the device memory the flags give, and the preset's device name
+// ("" without one); changed reports whether a flag was given. Errors:
+// both --device NAME and --device-memory, or a size that is not positive.
+func (d *deviceMemoryFlags) total(changed func(string) bool) (int64, string, error) {
+	if d.preset != nil {
+		if changed("device-memory") {
+			return 0, "", fmt.Errorf("--device %s and --device-memory: give one (the preset's total is %d B)", d.preset.Name, d.preset.TotalBytes)
+		}
+		return d.preset.TotalBytes, d.preset.Device, nil
+	}
+	if d.memory <= 0 {
+		return 0, "", fmt.Errorf("--device-memory %d B: must be positive", int64(d.memory))
+	}
+	return int64(d.memory), "", nil
+}
+
+// deviceValue is --device as a pflag.Value: an ordinal (where allowed) or
+// a preset name.
+type deviceValue deviceMemoryFlags
+
+// Set implements pflag.Value.
+func (v *deviceValue) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		if v.ordinal == nil {
+			return fmt.Errorf("%q: this command takes a device name, not an ordinal", s)
+		}
+		if n < 0 {
+			return fmt.Errorf("ordinal %d: must not be negative", n)
+		}
+		*v.ordinal, v.preset = n, nil
+		return nil
+	}
+	p, err := arena.LookupDevicePreset(s)
+	if err != nil {
+		return err
+	}
+	v.preset = &p
+	return nil
+}
+
+// String implements pflag.Value.
+func (v *deviceValue) String() string {
+	switch {
+	case v.preset != nil:
+		return v.preset.Name
+	case v.ordinal != nil:
+		return strconv.Itoa(*v.ordinal)
+	}
+	return ""
+}
+
+// Type implements pflag.Value.
+func (v *deviceValue) Type() string { return "device" }
+
+// backendFlags select the backend for run, soak, bench and devices.
 type backendFlags struct {
 	kind    string
 	ordinal int
-	memory  byteSize
+	device  deviceMemoryFlags
 }
 
-// register adds --backend and --device-memory, and --device when withOrdinal.
+// register adds --backend, --device-memory and --device (an ordinal too
+// when withOrdinal).
 func (b *backendFlags) register(fs *pflag.FlagSet, withOrdinal bool) {
 	fs.StringVar(&b.kind, "backend", gpuworker.KindHostSim,
 		"backend, one of those built in: "+strings.Join(gpuworker.Backends(), ", ")+" (hostsim: the simulated device; cuda needs a -tags cuda build)")
 	if withOrdinal {
-		fs.IntVar(&b.ordinal, "device", 0, "device ordinal (a backend with several devices, such as cuda)")
+		b.device.ordinal = &b.ordinal
 	}
-	addDeviceMemoryFlag(fs, &b.memory, "hostsim only, the simulated device's capacity")
+	b.device.register(fs, "hostsim only, the simulated device's capacity")
 }
 
 // config returns the gpuworker backend configuration for device ordinal.
 // It refuses a backend that is not built in (a *gpuworker.BackendNotBuiltInError),
-// and --device-memory with a backend other than hostsim (changed reports
-// whether a flag was set on the command line).
+// and --device-memory or a --device preset with a backend other than
+// hostsim (changed reports whether a flag was set on the command line).
 func (b *backendFlags) config(ordinal int, changed func(string) bool) (gpuworker.BackendConfig, error) {
 	switch {
 	case b.kind == gpuworker.KindHostSim:
-		if b.memory <= 0 {
-			return gpuworker.BackendConfig{}, fmt.Errorf("--device-memory %d: must be positive", int64(b.memory))
+		total, device, err := b.device.total(changed)
+		if err != nil {
+			return gpuworker.BackendConfig{}, err
 		}
-		if changed("device") && ordinal != 0 {
+		if ordinal != 0 {
 			return gpuworker.BackendConfig{}, fmt.Errorf("--device %d: hostsim has one device, ordinal 0", ordinal)
 		}
 		name := "hostsim"
-		if int64(b.memory) == gpuworker.H200Bytes {
+		switch {
+		case device != "":
+			name += " " + device
+		case total == gpuworker.H200Bytes:
 			name = "hostsim H200"
 		}
 		return gpuworker.BackendConfig{Kind: gpuworker.KindHostSim,
-			HostSim: gpuworker.HostSimConfig{Name: name, TotalBytes: int64(b.memory)}}, nil
+			HostSim: gpuworker.HostSimConfig{Name: name, TotalBytes: total}}, nil
 	case !slices.Contains(gpuworker.Backends(), b.kind):
 		return gpuworker.BackendConfig{}, fmt.Errorf("--backend %q: %w", b.kind, &gpuworker.BackendNotBuiltInError{Name: b.kind, Available: gpuworker.Backends()})
-	case changed("device-memory"):
-		return gpuworker.BackendConfig{}, fmt.Errorf("--device-memory: applies to the hostsim backend only (%s reports its own)", b.kind)
+	case changed("device-memory") || b.device.preset != nil:
+		return gpuworker.BackendConfig{}, fmt.Errorf("--device-memory and --device NAME: apply to the hostsim backend only (%s reports its own memory)", b.kind)
 	default:
 		return gpuworker.BackendConfig{Kind: b.kind, Ordinal: ordinal}, nil
 	}

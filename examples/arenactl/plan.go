@@ -95,6 +95,12 @@ type optionsJSON struct {
 	LoRAMaxRank    int64 `json:"lora_max_rank"`
 	FP8Rowwise     bool  `json:"fp8_rowwise"`
 	Q2Prefill      bool  `json:"q2_prefill"`
+	// LogitsRows, KVCacheDType and MambaSSMCacheDType are as resolved
+	// ("all", "auto", "bfloat16", ...); AllowLongMaxSeqLen as given.
+	LogitsRows         string `json:"logits_rows"`
+	KVCacheDType       string `json:"kv_cache_dtype"`
+	MambaSSMCacheDType string `json:"mamba_ssm_cache_dtype"`
+	AllowLongMaxSeqLen bool   `json:"allow_long_max_seq_len"`
 }
 
 // optionsToJSON converts resolved options to their JSON form.
@@ -103,6 +109,8 @@ func optionsToJSON(o arena.Options) optionsJSON {
 		MaxBatchTokens: o.MaxBatchTokens, MaxSeqLen: o.MaxSeqLen, KVBlockSize: o.KVBlockSize,
 		MaxBatchSize: o.MaxBatchSize, KMax: *o.KMax, LoRAMaxRank: o.LoRAMaxRank,
 		FP8Rowwise: o.FP8Rowwise, Q2Prefill: o.Q2Prefill,
+		LogitsRows: string(o.LogitsRows), KVCacheDType: string(o.KVCacheDType), MambaSSMCacheDType: string(o.MambaSSMCacheDType),
+		AllowLongMaxSeqLen: o.AllowLongMaxSeqLen,
 	}
 }
 
@@ -131,8 +139,10 @@ func planToJSON(p *arena.Plan) planJSON {
 func writePlanText(w io.Writer, config string, p *arena.Plan, listAll bool) {
 	o := p.Options
 	fmt.Fprintf(w, "model_type %s (%s)\n", p.ModelType, config)
-	fmt.Fprintf(w, "options    max_batch_tokens=%d max_seq_len=%d kv_block_size=%d max_batch_size=%d k_max=%d lora_max_rank=%d fp8_rowwise=%t q2_prefill=%t\n\n",
+	fmt.Fprintf(w, "options    max_batch_tokens=%d max_seq_len=%d kv_block_size=%d max_batch_size=%d k_max=%d lora_max_rank=%d fp8_rowwise=%t q2_prefill=%t\n",
 		o.MaxBatchTokens, o.MaxSeqLen, o.KVBlockSize, o.MaxBatchSize, *o.KMax, o.LoRAMaxRank, o.FP8Rowwise, o.Q2Prefill)
+	fmt.Fprintf(w, "           logits_rows=%s kv_cache_dtype=%s mamba_ssm_cache_dtype=%s allow_long_max_seq_len=%t\n\n",
+		o.LogitsRows, o.KVCacheDType, o.MambaSSMCacheDType, o.AllowLongMaxSeqLen)
 	tw := newTable(w)
 	row(tw, "BUFFER", "DTYPE", "SHAPE", "BYTES", "SIZE", "")
 	hidden := 0

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"runtime"
 	"time"
 
@@ -14,28 +16,54 @@ import (
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/modelgen"
 )
 
 // defaultRunConfig is run's --config default, relative to the working
-// directory, so "go run ./examples/arenactl run" works from the repo root.
-const defaultRunConfig = "examples/configs/qwen3-next-80b-a3b-thinking.json"
+// directory, so "go run ./examples/arenactl run" works from the repo root:
+// with neither --config nor --model, run generates this model's checkpoint
+// and serves it (see runLong).
+const defaultRunConfig = "examples/configs/qwen3-0.6b.json"
 
-const runLong = `Run builds the arena on a device, runs --steps forward steps submitted by
---clients goroutines, carves the slabs (when the plan has any), releases
-everything and closes the manager, then checks the invariants:
+const runLong = `Run puts a model on a device end to end and checks the invariants.
 
+With neither --config nor --model it does the whole job: it generates a
+checkpoint of Qwen3-0.6B (examples/configs/qwen3-0.6b.json, 1.19 GB of
+deterministic random BF16 weights under the real tensor names) in a
+temporary folder, loads it, builds the arena and the KV cache the fit
+leaves room for, serves a generated trace of requests through the cache,
+releases everything, deletes the folder, and checks:
   - max_concurrent_forwards is 1 (forward steps never overlap)
   - backend_threads is 1 (every backend call ran on one OS thread)
   - ledger_bytes_after_release is 0, and the arena held exactly the plan's
     bytes (pooled: the pool's size, which adds alignment padding, plus the slabs)
   - goroutines_after ≤ goroutines_before (Close left nothing running)
   - every step's readback matched what it wrote
-  - hostsim only: device free memory is back to where it was
-
-Each step writes token ids host→device into token_ids, copies hidden_states
-to residual device→device, reads both back and compares them with what was
-written (hidden_states is seeded once with a known pattern before the steps).
-
+  - with the KV cache: the device lost exactly kv_cache_bytes to it
+    (hostsim), every request finished, and after every step the block
+    pool's invariants held (no block held twice unless shared, reference
+    counts equal references, free + cached + used = total)
+  - device free memory is back to where it was: on hostsim right after
+    the release; on a real device after Close, as a fresh context reads it
+    before and after the run (device_free_baseline, device_free_closed: the
+    driver keeps per-context launch resources until the context goes)
+--kv serves a trace (--trace FILE replays a JSON one; otherwise --requests
+requests are generated: prompts of 256 to 1,024 tokens, half of them
+starting with one of 4 shared 256-token prefixes, 8 to 128 output tokens,
+4 arriving per step). A continuous-batching scheduler admits requests while
+max_batch_size, max_batch_tokens and the free blocks allow, appends one
+token per running sequence each step, frees finished ones, and preempts the
+newest when the pool is exhausted; every scheduler step is one round trip
+to the manager's KV supervisor (Manager.KVStep), and each forward step
+copies the batch's block tables into the arena's scratch buffer and reads
+them back. --kv-blocks builds fewer blocks than the fit allows (to see
+preemption). The report adds kv_cache_bytes, kv_blocks, kv_peak_used_blocks,
+prefix_queries, prefix_hits, prefix_hit_tokens, preemptions, requests and
+sequences_finished.
+Without --kv (with --config or --model), each of --steps fixed steps from
+--clients goroutines writes token ids host→device into token_ids, copies
+hidden_states to residual device→device, reads both back and compares them
+with what was written (hidden_states is seeded once with a known pattern).
 With --model DIR (a folder holding config.json and its safetensors
 checkpoint; --config defaults to it) the weights are loaded onto the device
 first (Manager.LoadWeights), after Manager.Preflight of the weights and the
@@ -43,20 +71,36 @@ arena; every step also reads a 4 KiB window of one weight tensor back and
 compares it with the file, the report adds weights_bytes,
 weights_allocated_bytes, weights_load_ms and weights_load_gbps, and the
 device must lose exactly arena_bytes + weights_allocated_bytes to the load
-and build (hostsim) and get them back after the release.
-
+and build (hostsim) and get them back after the release. Each step then
+also launches gpuarena's kernels (package kernels): RMSNorm of 4 rows of
+known activations in hidden_states with layer 0's input_layernorm weight
+(as an offset from 1 for qwen3_next and gemma*) and the config's
+rms_norm_eps into norm_output, and residual = hidden_states + norm_output,
+checked against the Go references within their BF16 tolerance; the report
+adds the kernels' GPU time per step from events (step_gpu_p50_us,
+step_gpu_p99_us) and compute_max_ulps.
 The load's progress goes to stderr, never into --json's stdout: on a
 terminal a progress bar (bytes done of total, rate, time left, the tensor
 being copied); otherwise plain lines, one each time another 10% of the
 bytes is on the device, the last at 100%:
-
   weights:  10%  1677721600 of 16060522496 B  12.34 GB/s  model.layers.3.mlp.up_proj.weight
+Before the build, run fits twice on the device as it finds it: arena_fits
+says whether what run builds fits (the arena and one max_seq_len sequence's
+KV cache, the weights and the reserve left out); model_fits whether the
+whole model would (the weights too: the checkpoint's with --model, through
+Manager.Preflight; otherwise the estimate from config.json and the default
+1 GiB reserve, as "arenactl fit" counts them). With --config and no
+--model, run builds only the arena (and with --kv the KV cache the arena's
+fit leaves room for): it runs even for a model whose weights do not fit,
+such as Qwen3-Next-80B's 159 GB of BF16 weights on one H200, and says so.
 
 --json prints {"arena_bytes", "build_ms", "steps", "max_concurrent_forwards",
 "backend_threads", "ledger_bytes_after_release", "goroutines_before",
 "goroutines_after", "device_free_before", "device_free_built",
 "device_free_after"} followed by extra keys (model_type, backend, device,
-step latencies, …, invariants_failed).
+arena_fits, model_fits, model_weight_bytes, model_weight_source,
+model_shortfall_bytes, model_kv_blocks, step latencies, …,
+invariants_failed).
 
 Exit status: 0 when every invariant holds, 1 when one fails (named on
 stderr), 2 on an error.`
@@ -74,6 +118,13 @@ type runCmd struct {
 	jsonOut     bool
 	model       string    // --model: a model folder whose weights are loaded first
 	stderr      io.Writer // the command's stderr: the weights load's progress
+	kv          bool      // --kv: build the KV cache and serve a trace instead of fixed steps
+	kvBlocks    int64     // --kv-blocks: paged blocks to build, fewer than the fit's
+	trace       string    // --trace: a JSON serving trace to replay
+	requests    int       // --requests: the generated trace's requests
+	// kvFit is the fit the KV cache is sized from: the model's (with the
+	// checkpoint) with --model, else the arena's (weights left out).
+	kvFit *arena.FitReport
 }
 
 // newRunCmd builds "arenactl run".
@@ -96,6 +147,10 @@ func newRunCmd(a *app) *cobra.Command {
 	fs.IntVar(&c.clients, "clients", 8, "goroutines submitting the steps (the steps are divided among them)")
 	fs.StringVar(&c.ledgerOut, "ledger-out", "", "write the ledger snapshot taken after the build (every allocation: label, owner, bytes, pointer, age; and the counters) to this file as JSON")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.kv, "kv", false, "after the arena (and the weights), build the KV cache the fit leaves room for and serve a trace through it instead of --steps fixed steps (on whenever neither --config nor --model is given)")
+	fs.Int64Var(&c.kvBlocks, "kv-blocks", 0, "with --kv: build this many paged KV blocks instead of all the fit allows (0: all)")
+	fs.StringVar(&c.trace, "trace", "", "with --kv: replay this JSON serving trace ({\"requests\": [{\"id\", \"arrival_step\", \"prompt_tokens\", \"output_tokens\", \"prefix\", \"prefix_tokens\"}]}) instead of a generated one")
+	fs.IntVar(&c.requests, "requests", 96, "with --kv and no --trace: the generated trace's requests")
 	fs.StringVar(&c.model, "model", "", "model folder (config.json and its safetensors checkpoint): load the weights before the build, check a window of one in every step, and report weights_bytes, weights_load_ms and weights_load_gbps; --config defaults to the folder")
 	return cmd
 }
@@ -118,17 +173,39 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
+	if c.model == "" && !cmd.Flags().Changed("config") {
+		dir, err := os.MkdirTemp("", "arenactl-model-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		gen, err := modelgen.Generate(c.plan.config, dir, modelgen.Options{Seed: 1})
+		if err != nil {
+			return fmt.Errorf("generate the default model: %w", err)
+		}
+		c.app.logger.Info("run: generated a checkpoint of the default model", "config", c.plan.config, "dir", dir, "bytes", gen.Manifest.TotalBytes)
+		c.model, c.kv = dir, true
+	}
 	if c.model != "" && !cmd.Flags().Changed("config") {
 		c.plan.config = c.model
+	}
+	if c.kvBlocks < 0 || c.requests < 1 {
+		return fmt.Errorf("--kv-blocks %d, --requests %d: want ≥ 0 and ≥ 1", c.kvBlocks, c.requests)
 	}
 	cfg, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {
 		return err
 	}
-	rep := &runReport{ModelType: plan.ModelType, Config: c.plan.config, Layout: c.layout, Clients: c.clients, Slabs: len(plan.Slabs)}
+	rep := &runReport{ModelType: plan.ModelType, Config: c.plan.config, Layout: c.layout, Clients: c.clients, Slabs: len(plan.Slabs), Served: c.kv}
 	log := c.app.logger
 
 	rep.GoroutinesBefore = runtime.NumGoroutine()
+	real := bc.Kind != gpuworker.KindHostSim
+	if real {
+		if rep.DeviceFreeBaseline, err = freshFree(bc, log); err != nil {
+			return err
+		}
+	}
 	m, err := gpuarena.New(gpuarena.WithBackend(bc), gpuarena.WithGPUMemoryUtilization(c.utilization),
 		gpuarena.WithArenaLayout(layout), gpuarena.WithLogger(log))
 	if err != nil {
@@ -144,6 +221,9 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 
 	exerciseErr := c.exercise(cmd.Context(), m, cfg, plan, rep)
 	teardownErr := teardown(m, rep)
+	if real && teardownErr == nil {
+		rep.DeviceFreeClosed, teardownErr = freshFree(bc, log)
+	}
 	rep.GoroutinesAfter = settleGoroutines(rep.GoroutinesBefore)
 	if err := errors.Join(exerciseErr, teardownErr); err != nil {
 		log.Warn("run: state at failure", "report", rep)
@@ -174,23 +254,7 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 		return err
 	}
 	rep.DeviceFreeBefore = free
-	fit := func() (*arena.FitReport, error) {
-		if c.model != "" {
-			return m.Preflight(ctx, plan, cfg, gpuarena.PreflightWeights(c.model, device.LayoutPooled))
-		}
-		return arena.Fit(plan, cfg, arena.DeviceMemory{TotalBytes: total, FreeBytes: free},
-			// run builds only the arena, in a process whose context already exists.
-			arena.FitOptions{GPUMemoryUtilization: &c.utilization, ExcludeWeights: true, ReserveBytes: new(int64(0))})
-	}
-	if r, err := fit(); err != nil {
-		log.Warn("run: preflight fit failed", "err", err)
-	} else {
-		rep.Fits, rep.KVBlocks = r.Fits, r.KVBlocks
-		log.Info("run: preflight fit", "report", r)
-		if !r.Fits {
-			log.Warn("run: the plan does not fit with the KV cache of one sequence; building the arena anyway", "shortfall_bytes", r.ShortfallBytes)
-		}
-	}
+	c.preflight(ctx, m, cfg, plan, arena.DeviceMemory{TotalBytes: total, FreeBytes: free}, rep)
 
 	var probe *weightProbe
 	if c.model != "" {
@@ -223,17 +287,37 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 	}
 	log.Info("run: arena built", "bytes", rep.ArenaBytes, "build_ms", rep.BuildMS)
 
+	if c.kv {
+		if err := c.serve(ctx, m, cfg, plan, a, probe, rep); err != nil {
+			return err
+		}
+		return c.carve(ctx, m, plan, rep)
+	}
 	w, err := newWorkload(a)
 	if err != nil {
 		return err
 	}
 	w.probe = probe
+	if probe != nil { // run_compute.go: the steps also launch kernels
+		if probe.compute, err = newStepCompute(ctx, m, c.model, cfg, a, probe, rep); err != nil {
+			return err
+		}
+	}
 	if err := w.seed(ctx, m); err != nil {
 		return err
 	}
 	if err := w.run(ctx, m, c.steps, c.clients, rep); err != nil {
 		return err
 	}
+	if err := probe.finishCompute(); err != nil {
+		return err
+	}
+	return c.carve(ctx, m, plan, rep)
+}
+
+// carve carves the plan's slabs and records them in rep; a failed check is
+// recorded, not returned.
+func (c *runCmd) carve(ctx context.Context, m *gpuarena.Manager, plan *arena.Plan, rep *runReport) error {
 	carves, err := carveSlabs(ctx, m, plan)
 	rep.SlabCarves = carves
 	var ce *checkError
@@ -242,6 +326,44 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 		return nil
 	}
 	return err
+}
+
+// preflight fits the arena alone and the whole model on dev, the device
+// as run finds it, and records both verdicts in rep (see runLong). A fit
+// that fails is logged; run goes on and builds the arena either way.
+func (c *runCmd) preflight(ctx context.Context, m *gpuarena.Manager, cfg *arena.ModelConfig, plan *arena.Plan, dev arena.DeviceMemory, rep *runReport) {
+	log := c.app.logger
+	// run builds only the arena, in a process whose context already exists.
+	af, err := arena.Fit(plan, cfg, dev, arena.FitOptions{GPUMemoryUtilization: &c.utilization, ExcludeWeights: true, ReserveBytes: new(int64(0))})
+	if err != nil {
+		log.Warn("run: preflight fit of the arena failed", "err", err)
+	} else {
+		rep.ArenaFits = af.Fits
+		c.kvFit = af
+		log.Info("run: preflight fit of the arena", "report", af)
+	}
+	var mf *arena.FitReport
+	if c.model != "" {
+		mf, err = m.Preflight(ctx, plan, cfg, gpuarena.PreflightWeights(c.model, device.LayoutPooled))
+	} else {
+		mf, err = arena.Fit(plan, cfg, dev, arena.FitOptions{GPUMemoryUtilization: &c.utilization})
+	}
+	if err != nil {
+		log.Warn("run: preflight fit of the model failed", "err", err)
+		return
+	}
+	if c.model != "" {
+		c.kvFit = mf // the weights are loaded: the KV cache gets what they leave
+	}
+	rep.ModelFits, rep.ModelKVBlocks, rep.ModelShortfallBytes = mf.Fits, mf.KVBlocks, mf.ShortfallBytes
+	rep.ModelWeightBytes, rep.ModelWeightSource = mf.WeightBytes, mf.WeightSource
+	log.Info("run: preflight fit of the model", "report", mf)
+	switch {
+	case !rep.ArenaFits:
+		log.Warn("run: the arena does not fit with the KV cache of one sequence; building it anyway")
+	case !mf.Fits && c.model == "":
+		log.Info("run: the model with its weights does not fit; run builds only the arena", "model_shortfall_bytes", mf.ShortfallBytes)
+	}
 }
 
 // expectedBytes is what building plan should hold on the device, computed
@@ -285,6 +407,21 @@ func teardown(m *gpuarena.Manager, rep *runReport) error {
 	rep.DeviceFreeAfter = free
 	errs = append(errs, err, m.Close())
 	return errors.Join(errs...)
+}
+
+// freshFree is the device's free memory as a manager of its own sees it
+// right after it opens the device: on a real device its context's own
+// memory is in it, as it was in the run's manager, so two readings, one
+// before the run and one after its Close, compare what the run left behind
+// — the driver's per-context memory (launch resources that appear with
+// the first kernel) included, which goes with the context at Close.
+func freshFree(bc gpuworker.BackendConfig, log *slog.Logger) (int64, error) {
+	m, err := gpuarena.New(gpuarena.WithBackend(bc), gpuarena.WithLogger(log))
+	if err != nil {
+		return 0, err
+	}
+	free, _, err := m.MemInfo(context.Background())
+	return free, errors.Join(err, m.Close())
 }
 
 // settleGoroutines waits up to a second for the goroutine count to come back

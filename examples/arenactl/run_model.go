@@ -22,6 +22,9 @@ const weightWindow = 4 << 10
 type weightProbe struct {
 	ck      *checkpoint.Checkpoint
 	tensors []device.WeightTensor // the non-empty ones
+	// compute, when not nil, is the kernels each step also runs and
+	// checks after the weight (run_compute.go).
+	compute *stepCompute
 }
 
 // loadModel loads the weights of the model folder dir onto m, showing the
@@ -73,6 +76,9 @@ func (p *weightProbe) check(s int64, dev device.Device, back, want []byte) error
 	}
 	if !bytes.Equal(back[:win], want[:win]) {
 		return checkFailed("step %d: weight %s differs from the checkpoint at byte %d", s, t.Name, off+int64(firstDiff(back[:win], want[:win])))
+	}
+	if p.compute != nil {
+		return p.compute.step(s, dev)
 	}
 	return nil
 }

@@ -22,17 +22,31 @@ type runReport struct {
 	DeviceFreeBefore        int64   `json:"device_free_before"`
 	DeviceFreeBuilt         int64   `json:"device_free_built"`
 	DeviceFreeAfter         int64   `json:"device_free_after"`
+	// DeviceFreeBaseline and DeviceFreeClosed (real devices only) are the
+	// device's free memory as a fresh manager reads it before the run and
+	// after its Close (freshFree).
+	DeviceFreeBaseline int64 `json:"device_free_baseline,omitempty"`
+	DeviceFreeClosed   int64 `json:"device_free_closed,omitempty"`
 
-	ModelType           string      `json:"model_type"`
-	Config              string      `json:"config"`
-	Backend             string      `json:"backend"`
-	Device              string      `json:"device"`
-	DeviceTotalBytes    int64       `json:"device_total_bytes"`
-	BudgetBytes         int64       `json:"budget_bytes"`
-	Layout              string      `json:"layout"`
-	ExpectedArenaBytes  int64       `json:"expected_arena_bytes"`
-	Fits                bool        `json:"fits"`
-	KVBlocks            int64       `json:"kv_blocks"`
+	ModelType          string `json:"model_type"`
+	Config             string `json:"config"`
+	Backend            string `json:"backend"`
+	Device             string `json:"device"`
+	DeviceTotalBytes   int64  `json:"device_total_bytes"`
+	BudgetBytes        int64  `json:"budget_bytes"`
+	Layout             string `json:"layout"`
+	ExpectedArenaBytes int64  `json:"expected_arena_bytes"`
+	// ArenaFits: the arena and one max_seq_len sequence's KV cache fit the
+	// budget, the weights and reserve left out: what run builds.
+	ArenaFits bool `json:"arena_fits"`
+	// ModelFits: the whole model fits, weights included (ModelWeightBytes,
+	// from ModelWeightSource: "checkpoint" with --model, else "estimate"),
+	// with ModelKVBlocks KV blocks; otherwise short by ModelShortfallBytes.
+	ModelFits           bool        `json:"model_fits"`
+	ModelWeightBytes    int64       `json:"model_weight_bytes"`
+	ModelWeightSource   string      `json:"model_weight_source"`
+	ModelShortfallBytes int64       `json:"model_shortfall_bytes"`
+	ModelKVBlocks       int64       `json:"model_kv_blocks"`
 	Clients             int         `json:"clients"`
 	StepsWallMS         float64     `json:"steps_wall_ms"`
 	StepP50US           float64     `json:"step_p50_us"`
@@ -45,11 +59,33 @@ type runReport struct {
 	LedgerPeakBytes     int64       `json:"ledger_peak_bytes"`
 	// The weights of --model: their bytes, what their load allocated, how
 	// long it took and its rate (10^9 B/s); all 0 without --model.
-	WeightsBytes          int64    `json:"weights_bytes,omitempty"`
-	WeightsAllocatedBytes int64    `json:"weights_allocated_bytes,omitempty"`
-	WeightsLoadMS         float64  `json:"weights_load_ms,omitempty"`
-	WeightsLoadGBps       float64  `json:"weights_load_gbps,omitempty"`
-	InvariantsFailed      []string `json:"invariants_failed"`
+	WeightsBytes          int64   `json:"weights_bytes,omitempty"`
+	WeightsAllocatedBytes int64   `json:"weights_allocated_bytes,omitempty"`
+	WeightsLoadMS         float64 `json:"weights_load_ms,omitempty"`
+	WeightsLoadGBps       float64 `json:"weights_load_gbps,omitempty"`
+	// Served: run built the KV cache and served a trace (--kv): the
+	// cache's bytes, paged blocks and sequences (sliding blocks and state
+	// slots), its build time and the device's free memory after it; the
+	// trace's requests, those finished, the preemptions, the most paged
+	// blocks in use at once, the prefix cache's lookups, hits and tokens
+	// saved, and the KV supervisor round trips.
+	Served            bool    `json:"served"`
+	KVCacheBytes      int64   `json:"kv_cache_bytes,omitempty"`
+	KVBlocks          int64   `json:"kv_blocks,omitempty"`
+	KVSeqs            int64   `json:"kv_seqs,omitempty"`
+	KVBuildMS         float64 `json:"kv_build_ms,omitempty"`
+	DeviceFreeKV      int64   `json:"device_free_kv,omitempty"`
+	Requests          int     `json:"requests,omitempty"`
+	SequencesFinished int     `json:"sequences_finished,omitempty"`
+	Preemptions       int     `json:"preemptions"`
+	KVPeakUsedBlocks  int     `json:"kv_peak_used_blocks,omitempty"`
+	PrefixQueries     int64   `json:"prefix_queries"`
+	PrefixHits        int64   `json:"prefix_hits"`
+	PrefixHitTokens   int64   `json:"prefix_hit_tokens"`
+	KVRoundTrips      int     `json:"kv_round_trips,omitempty"`
+	// The kernels each step of --model ran (run_compute.go).
+	computeReport
+	InvariantsFailed []string `json:"invariants_failed"`
 }
 
 // failed records a broken invariant.
@@ -102,11 +138,32 @@ func (r *runReport) checkInvariants(simulated bool) {
 			r.failed(fmt.Sprintf("the device lost %d B to the build, %d B away from arena_bytes %d + weights_allocated_bytes %d (allowed %d B)", used, d, r.ArenaBytes, r.WeightsAllocatedBytes, slack))
 		}
 	}
-	if r.DeviceFreeAfter != r.DeviceFreeBefore {
+	if r.Served {
+		r.checkServed(simulated)
+	}
+	switch {
+	case simulated && r.DeviceFreeAfter != r.DeviceFreeBefore:
 		r.failed(fmt.Sprintf("device_free_after is %d, want device_free_before %d", r.DeviceFreeAfter, r.DeviceFreeBefore))
+	case !simulated && r.DeviceFreeClosed != r.DeviceFreeBaseline:
+		// After the release the context may still hold the driver's launch
+		// resources (the first kernel's); after Close nothing of the run's.
+		r.failed(fmt.Sprintf("device_free_closed is %d, want device_free_baseline %d (what a fresh context sees before the run)", r.DeviceFreeClosed, r.DeviceFreeBaseline))
 	}
 	r.SlabCarves = nonNil(r.SlabCarves)
 	r.InvariantsFailed = nonNil(r.InvariantsFailed)
+}
+
+// checkServed records the serving run's broken invariants: every request
+// finished, and the KV cache took exactly its bytes of the device
+// (hostsim; on a real device within 2 MiB per group).
+func (r *runReport) checkServed(simulated bool) {
+	if r.SequencesFinished != r.Requests {
+		r.failed(fmt.Sprintf("sequences_finished is %d, want the trace's %d requests", r.SequencesFinished, r.Requests))
+	}
+	used := r.DeviceFreeBuilt - r.DeviceFreeKV
+	if d := used - r.KVCacheBytes; (simulated && d != 0) || d < -4*realDeviceSlackPerAllocation || d > 4*realDeviceSlackPerAllocation {
+		r.failed(fmt.Sprintf("the device lost %d B to the KV cache, want kv_cache_bytes %d", used, r.KVCacheBytes))
+	}
 }
 
 // LogValue logs the report's main numbers.
@@ -125,14 +182,26 @@ func (r *runReport) LogValue() slog.Value {
 
 // writeRunText writes the report for a reader.
 func writeRunText(w io.Writer, r *runReport) {
-	fmt.Fprintf(w, "run %s (%s) on %s %q: %d steps from %d clients\n\n", r.ModelType, r.Config, r.Backend, r.Device, r.Steps, r.Clients)
-	tw := newTable(w)
-	what := "preflight fit of the arena (weights and reserve left out)"
-	if r.WeightsBytes > 0 {
-		what = "preflight of the weights and the arena (Manager.Preflight)"
+	if r.Served {
+		fmt.Fprintf(w, "run %s (%s) on %s %q: %d steps serving %d requests\n\n", r.ModelType, r.Config, r.Backend, r.Device, r.Steps, r.Requests)
+	} else {
+		fmt.Fprintf(w, "run %s (%s) on %s %q: %d steps from %d clients\n\n", r.ModelType, r.Config, r.Backend, r.Device, r.Steps, r.Clients)
 	}
-	row(tw, "device", fmt.Sprintf("%s total, budget %s, %s: %s (%d KV blocks)",
-		human(r.DeviceTotalBytes), human(r.BudgetBytes), what, yesNo(r.Fits, "fits", "does not fit"), r.KVBlocks))
+	tw := newTable(w)
+	row(tw, "device", fmt.Sprintf("%s total, budget %s", bytesAndHuman(r.DeviceTotalBytes), human(r.BudgetBytes)))
+	row(tw, "arena fit", fmt.Sprintf("%s: the arena and one sequence's KV cache, weights left out (what run builds)", yesNo(r.ArenaFits, "fits", "does not fit")))
+	model := fmt.Sprintf("fits, %d KV blocks", r.ModelKVBlocks)
+	if !r.ModelFits {
+		model = fmt.Sprintf("DOES NOT FIT, short by %s", bytesAndHuman(r.ModelShortfallBytes))
+		if r.WeightsBytes == 0 {
+			model += "; run builds only the arena"
+		}
+	}
+	source := "estimated from config.json"
+	if r.ModelWeightSource == "checkpoint" {
+		source = "the checkpoint's"
+	}
+	row(tw, "model fit", fmt.Sprintf("%s: with %s of weights (%s)", model, human(r.ModelWeightBytes), source))
 	row(tw, "arena", fmt.Sprintf("%s, %s layout, slabs: %d, built in %.2f ms",
 		bytesAndHuman(r.ArenaBytes), r.Layout, r.Slabs, r.BuildMS))
 	if r.WeightsBytes > 0 {
@@ -140,7 +209,15 @@ func writeRunText(w io.Writer, r *runReport) {
 			bytesAndHuman(r.WeightsBytes), human(r.WeightsAllocatedBytes), r.WeightsLoadMS, r.WeightsLoadGBps))
 	}
 	row(tw, "device free", fmt.Sprintf("before %s, built %s, after %s", human(r.DeviceFreeBefore), human(r.DeviceFreeBuilt), human(r.DeviceFreeAfter)))
+	if r.Served {
+		row(tw, "kv cache", fmt.Sprintf("%s: %d paged blocks, %d sequences' sliding blocks and state, built in %.2f ms", bytesAndHuman(r.KVCacheBytes), r.KVBlocks, r.KVSeqs, r.KVBuildMS))
+		row(tw, "served", fmt.Sprintf("%d of %d requests finished; %d preemptions; peak %d blocks in use; prefix cache %d hits of %d lookups, %d tokens saved; %d KV round trips",
+			r.SequencesFinished, r.Requests, r.Preemptions, r.KVPeakUsedBlocks, r.PrefixHits, r.PrefixQueries, r.PrefixHitTokens, r.KVRoundTrips))
+	}
 	row(tw, "steps", fmt.Sprintf("%d in %.1f ms; step p50 %.0f µs, p99 %.0f µs, max %.0f µs", r.Steps, r.StepsWallMS, r.StepP50US, r.StepP99US, r.StepMaxUS))
+	if t := computeText(&r.computeReport); t != "" {
+		row(tw, "compute", t)
+	}
 	row(tw, "max concurrent forwards", r.MaxConcurrentForwards)
 	row(tw, "backend threads", r.BackendThreads)
 	for _, c := range r.SlabCarves {

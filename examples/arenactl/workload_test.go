@@ -11,7 +11,10 @@ import (
 
 // fakeDevice is host memory posing as a device: pointer p is byte p−base of
 // mem. dropCopies makes CopyDtoD do nothing; onHtoD runs before each CopyHtoD.
+// The compute methods are the embedded nil Device's: the workload launches
+// nothing.
 type fakeDevice struct {
+	device.Device
 	mem        []byte
 	dropCopies bool
 	onHtoD     func()

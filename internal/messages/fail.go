@@ -62,3 +62,9 @@ func (m *AddView) Fail(err error) { m.Reply <- err }
 
 // Fail answers the request with err.
 func (m *RetireOwners) Fail(err error) { m.Reply <- err }
+
+// Fail answers the request with err and no module.
+func (m *LoadModule) Fail(err error) { m.Reply <- LoadModuleReply{Err: err} }
+
+// Fail answers the request with err.
+func (m *UnloadModule) Fail(err error) { m.Reply <- err }

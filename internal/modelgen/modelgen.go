@@ -87,8 +87,9 @@ type Result struct {
 	Layers    int64
 	// Tensors is the listing written, in model order.
 	Tensors []checkpoint.TensorSpec
-	// EstimatedBytes is arena.EstimateWeights's Bytes for the written
-	// config; it equals Manifest.TotalBytes.
+	// EstimatedBytes is arena.EstimateWeights's CheckpointBytes for the
+	// written config (the weights as the checkpoint stores them, without
+	// an engine's padding); it equals Manifest.TotalBytes.
 	EstimatedBytes int64
 	// Manifest is checkpoint.Write's: files, total bytes, CRC-32C per tensor.
 	Manifest *checkpoint.Manifest
@@ -98,7 +99,8 @@ type Result struct {
 // model folder holding one) into the folder dir, created if missing, which
 // must be empty: dir/config.json (the source config, every field kept,
 // keys sorted; num_hidden_layers, layer_types and hybrid_override_pattern
-// cut to Options.Layers) and
+// cut to Options.Layers, in text_config for a multimodal config whose
+// language model it nests; a vision tower keeps its layers) and
 // the checkpoint (model.safetensors, or model-0000N-of-0000M.safetensors
 // with model.safetensors.index.json past Options.ShardBytes).
 //
@@ -152,7 +154,7 @@ func Generate(config, dir string, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("modelgen: %w", err)
 	}
 	return &Result{Dir: dir, Config: path, ModelType: cfg.ModelType, Layers: layers, Tensors: tensors,
-		EstimatedBytes: est.Bytes, Manifest: m}, nil
+		EstimatedBytes: est.CheckpointBytes, Manifest: m}, nil
 }
 
 // ForTest generates the model of config into a fresh t.TempDir() and
@@ -186,13 +188,22 @@ func readLimited(path string) ([]byte, error) {
 // truncate returns the config raw with num_hidden_layers set to layers
 // (Generate checked it is in [1, num_hidden_layers]), layer_types (when an
 // array) cut to its first layers entries and hybrid_override_pattern
-// (Nemotron-H, when a string) to its first layers characters, indented by 2
-// with keys sorted. Errors: the JSON error of a config that is not an
-// object.
+// (Nemotron-H, when a string) to its first layers characters, in
+// text_config when the config nests the language model there, indented by
+// 2 with keys sorted. Errors: the JSON error of a config (or text_config)
+// that is not an object.
 func truncate(raw []byte, layers int64) ([]byte, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("modelgen: config: %w", err)
+	}
+	if text, ok := obj["text_config"]; ok && string(text) != "null" {
+		cut, err := truncate(text, layers)
+		if err != nil {
+			return nil, fmt.Errorf("modelgen: text_config: %w", err)
+		}
+		obj["text_config"] = json.RawMessage(cut)
+		return marshalConfig(obj)
 	}
 	obj["num_hidden_layers"] = json.RawMessage(fmt.Sprint(layers))
 	if lt, ok := obj["layer_types"]; ok {
@@ -215,6 +226,11 @@ func truncate(raw []byte, layers int64) ([]byte, error) {
 			obj["hybrid_override_pattern"] = b
 		}
 	}
+	return marshalConfig(obj)
+}
+
+// marshalConfig writes obj indented by 2, keys sorted, with a final newline.
+func marshalConfig(obj map[string]json.RawMessage) ([]byte, error) {
 	out, err := json.MarshalIndent(obj, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("modelgen: config: %w", err)

@@ -1,6 +1,7 @@
 package modelgen
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -154,6 +155,71 @@ func TestGenerateGptOSS(t *testing.T) {
 	}
 	if ck.TotalBytes() != r.EstimatedBytes || ck.Len() != 2*19+3 {
 		t.Errorf("checkpoint %d B, %d tensors; want %d B (the estimate), %d", ck.TotalBytes(), ck.Len(), r.EstimatedBytes, 2*19+3)
+	}
+}
+
+// TestGenerateMultimodal: a Gemma-3 (text_config) and a Qwen2.5-VL (flat)
+// model of 2 language-model layers, their vision towers whole: config.json
+// cuts the language model's layers where the config keeps them, and the
+// checkpoint holds the listing, under the names the published checkpoints
+// use, with the bytes worked out by hand (BF16, 2 B per parameter).
+//
+// Gemma-3: embed 512·128; 2 × (q, o 128·128, k, v 128·64, q/k norms 32,
+// MLP 3 · 128·256, 4 norms 128) = 2 × 148,032; norm 128; head tied →
+// 361,728. SigLIP: patch 64·3·14·14 + 64, positions 4² × 64, 2 × (2
+// LayerNorms, q/k/v/o 64² + 64, fc1 64·128 + 128, fc2 128·64 + 64) = 2 ×
+// 33,472, post LayerNorm → 105,792. Projector 64·128 + 64 = 8,256.
+//
+// Qwen2.5-VL: embed and lm_head 512·128 × 2; 2 × (q, o 128·128, k, v
+// 128·64, biases 128 + 2 · 64, MLP 3 · 128·256, 2 norms) = 2 × 147,968;
+// norm → 427,136. Vision: patch 64·3·2·14·14 = 75,264; 2 × (2 norms, qkv
+// 64·192 + 192, proj 64² + 64, gate/up 64·96 + 96, down 96·64 + 64) = 2 ×
+// 35,456; merger 64 + (256² + 256) + (256·128 + 128) = 98,752 → 244,928.
+func TestGenerateMultimodal(t *testing.T) {
+	tests := []struct {
+		config         string
+		tensors        int
+		params         int64
+		layersIn, name string // where num_hidden_layers is cut; a vision tensor's name
+	}{
+		{"tiny-gemma3.json", 28 + 37 + 2, 361_728 + 105_792 + 8_256, "text_config", "vision_tower.vision_model.encoder.layers.1.mlp.fc2.bias"},
+		{"tiny-qwen2.5-vl.json", 27 + 30, 427_136 + 244_928, "", "visual.merger.mlp.2.weight"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.config, func(t *testing.T) {
+			r := ForTest(t, filepath.Join("testdata", tt.config), Options{Layers: 2})
+			if len(r.Tensors) != tt.tensors || r.EstimatedBytes != 2*tt.params || r.Manifest.TotalBytes != 2*tt.params {
+				t.Fatalf("%d tensors, estimate %d B, written %d B; want %d, %d B", len(r.Tensors), r.EstimatedBytes, r.Manifest.TotalBytes, tt.tensors, 2*tt.params)
+			}
+			raw, err := os.ReadFile(r.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &obj); err != nil {
+				t.Fatal(err)
+			}
+			if tt.layersIn != "" {
+				if err := json.Unmarshal(obj[tt.layersIn], &obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if string(obj["num_hidden_layers"]) != "2" {
+				t.Errorf("config.json: num_hidden_layers %s", obj["num_hidden_layers"])
+			}
+			cfg, err := arena.LoadConfig(r.Dir)
+			if err != nil || cfg.NumLayers != 2 || cfg.Vision == nil || cfg.Vision.NumLayers != 2 {
+				t.Fatalf("%v, config %+v", err, cfg)
+			}
+			ck, err := checkpoint.Open(r.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ck.Close()
+			if _, ok := ck.Tensor(tt.name); !ok || ck.TotalBytes() != r.EstimatedBytes || ck.Len() != tt.tensors {
+				t.Errorf("%s found %v; checkpoint %d B, %d tensors", tt.name, ok, ck.TotalBytes(), ck.Len())
+			}
+		})
 	}
 }
 

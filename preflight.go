@@ -77,7 +77,11 @@ func (m *Manager) Preflight(ctx context.Context, plan *arena.Plan, cfg *arena.Mo
 	if c.reserve < 0 {
 		return nil, fmt.Errorf("preflight: reserve of %d B: %w: must be ≥ 0", c.reserve, ErrInvalidValue)
 	}
-	fo := arena.FitOptions{GPUMemoryUtilization: &m.utilization, ReserveBytes: &c.reserve}
+	// The manager's loader uploads the checkpoint's bytes unchanged, so the
+	// weights are sized as the checkpoint stores them (no engine padding,
+	// such as vLLM's MXFP4 tiles) also when no checkpoint is given.
+	fo := arena.FitOptions{GPUMemoryUtilization: &m.utilization, ReserveBytes: &c.reserve,
+		Weights: arena.WeightOptions{CheckpointLayout: true}}
 	if c.weightsSet {
 		ck, err := checkpoint.Open(c.weightsPath)
 		if err != nil {

@@ -70,6 +70,8 @@ type fitCmd struct {
 	used        byteSize
 	reserve     byteSize
 	weightDType string
+	layout      string // --weights-layout
+	mxfp4       string // --mxfp4-backend
 	includeMTP  bool
 	noWeights   bool
 	jsonOut     bool
@@ -97,6 +99,8 @@ func newFitCmd(a *app) *cobra.Command {
 	c.reserve = byteSize(arena.DefaultReserveBytes) // shown as the default; passed to arena only when given
 	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size (0: none)")
 	fs.StringVar(&c.weightDType, "weight-dtype", "", "size the weights as bf16, f32 or fp8 instead of the config's torch_dtype and quantization")
+	fs.StringVar(&c.layout, "weights-layout", "engine", "size the weights as vLLM holds them (engine: MXFP4 experts padded to the backend's tiles) or as the checkpoint stores them (checkpoint: what gpuarena's LoadWeights uploads)")
+	fs.StringVar(&c.mxfp4, "mxfp4-backend", "marlin", "vLLM's MXFP4 MoE backend whose padding the engine layout uses: marlin, flashinfer_trtllm, flashinfer_cutlass or triton")
 	fs.BoolVar(&c.includeMTP, "include-mtp", false, "count the multi-token-prediction layers' weights (num_nextn_predict_layers)")
 	fs.BoolVar(&c.noWeights, "exclude-weights", false, "leave the weights out of the budget (they live elsewhere or are already resident)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the fit as JSON")
@@ -121,6 +125,16 @@ func (c *fitCmd) options(changed func(string) bool) (arena.FitOptions, error) {
 	}
 	if changed("reserve") {
 		o.ReserveBytes = new(int64(c.reserve))
+	}
+	switch c.layout {
+	case "engine":
+	case "checkpoint":
+		o.Weights.CheckpointLayout = true
+	default:
+		return o, fmt.Errorf("--weights-layout %q: want engine or checkpoint", c.layout)
+	}
+	if err := o.Weights.MXFP4Backend.UnmarshalText([]byte(c.mxfp4)); err != nil {
+		return o, fmt.Errorf("--mxfp4-backend: %w", err)
 	}
 	switch c.weightDType {
 	case "":

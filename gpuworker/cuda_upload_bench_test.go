@@ -25,9 +25,11 @@ var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json 
 // -gpuarena.model (scripts/load-bench.sh makes a Llama-3.1-8B-shaped one
 // with arenactl gen-model and reads it into the page cache first):
 //
-//   - link/pinned: cuMemcpyHtoDAsync of the checkpoint's size from one
-//     16 MiB page-locked buffer, 16 MiB at a time, then one synchronise:
-//     the host-to-device link's limit. link/pageable: cuMemcpyHtoD from Go
+//   - link/pinned-16MiB, link/pinned-1024MiB: cuMemcpyHtoDAsync of the
+//     checkpoint's size, 16 MiB at a time, from one page-locked buffer of
+//     16 MiB (which the host's caches may hold) or 1 GiB (which they cannot:
+//     memory, as a load's copies read), then one synchronise: the
+//     host-to-device link's limit. link/pageable: cuMemcpyHtoD from Go
 //     memory, the path LoadWeights takes without page-locked buffers.
 //
 //   - input/pread-N, input/mmap-N: reading every tensor from the page
@@ -51,29 +53,38 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 	defer ck.Close()
 	total := ck.TotalBytes()
 	const chunk = 16 << 20
-	b.Run("link/pinned", func(b *testing.B) {
-		withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
-			buf, err := cb.AllocStaging(chunk)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cb.FreeStaging(buf)
-			b.SetBytes(total)
-			for b.Loop() {
-				for off := int64(0); off < total; off += chunk {
-					if err := cb.CopyHtoDAsync(dst+device.DevicePtr(off), buf[:min(chunk, total-off)]); err != nil {
+	// The link from one page-locked buffer of 16 MiB, which the host's
+	// caches may hold, and of 1 GiB, which they cannot: copies from memory,
+	// as a load's are.
+	for _, bufBytes := range []int64{chunk, 1 << 30} {
+		b.Run(fmt.Sprintf("link/pinned-%dMiB", bufBytes>>20), func(b *testing.B) {
+			withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
+				buf, err := cb.AllocStaging(bufBytes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cb.FreeStaging(buf)
+				for i := range buf {
+					buf[i] = byte(i)
+				}
+				b.SetBytes(total)
+				for b.Loop() {
+					for off := int64(0); off < total; off += chunk {
+						at := off % bufBytes
+						if err := cb.CopyHtoDAsync(dst+device.DevicePtr(off), buf[at:at+min(chunk, total-off)]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := cb.MarkStaging(buf); err != nil {
+						b.Fatal(err)
+					}
+					if err := cb.WaitStaging(buf); err != nil {
 						b.Fatal(err)
 					}
 				}
-				if err := cb.MarkStaging(buf); err != nil {
-					b.Fatal(err)
-				}
-				if err := cb.WaitStaging(buf); err != nil {
-					b.Fatal(err)
-				}
-			}
+			})
 		})
-	})
+	}
 	b.Run("link/pageable", func(b *testing.B) {
 		withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
 			buf := make([]byte, chunk)

@@ -40,6 +40,19 @@ type DeviceMemory struct {
 	FreeBytes int64 `json:"free_bytes"`
 }
 
+// validate checks the device's sizes. Errors: an *OptionError for
+// total_bytes ≤ 0 or free_bytes outside [0, total_bytes].
+func (dev DeviceMemory) validate() error {
+	switch {
+	case dev.TotalBytes <= 0:
+		return &OptionError{Option: "total_bytes", Value: dev.TotalBytes, Reason: "must be positive"}
+	case dev.FreeBytes < 0 || dev.FreeBytes > dev.TotalBytes:
+		return &OptionError{Option: "free_bytes", Value: dev.FreeBytes,
+			Reason: fmt.Sprintf("must be in [0, total_bytes = %d]", dev.TotalBytes)}
+	}
+	return nil
+}
+
 // FitOptions are Fit's knobs; the zero value takes every default. A nil
 // pointer field is unset and takes its default; a set one is taken as
 // given, 0 included (set one with Go's new: new(0.95), new(int64(0))).
@@ -59,6 +72,11 @@ type FitOptions struct {
 	// this process alone, vLLM V1's rule (others' memory must leave that
 	// budget free, or the fit fails as vLLM refuses to start).
 	UtilizationScope UtilizationScope
+	// SamplerWarmup is which of vLLM's sampler passes the fit counts:
+	// "" or SamplerWarmupNone (the default: gpuarena's engine samples in
+	// its arena), SamplerWarmupProfiled (vLLM ≤ 0.16) or
+	// SamplerWarmupAfterKVCache (vLLM ≥ 0.17); see SamplerWarmup.
+	SamplerWarmup SamplerWarmup
 	// Weights chooses how the weights are sized (dtype override, MTP).
 	Weights WeightOptions
 	// ExcludeWeights leaves the weights out of the budget: they live on
@@ -127,7 +145,9 @@ type FitSuggestions struct {
 type FitReport struct {
 	// Fits: RequiredBytes ≤ BudgetBytes, i.e. at least one sequence of
 	// max_seq_len fits next to everything else; under UtilizationInstance
-	// also a budget the free memory passes.
+	// also a budget the free memory passes; under a vLLM SamplerWarmup
+	// also ReserveBytes ≤ SamplerOutsideBytes (plus SamplerPassBytes under
+	// SamplerWarmupAfterKVCache).
 	Fits bool `json:"fits"`
 	// ModelType is the plan's model_type.
 	ModelType string `json:"model_type"`
@@ -185,8 +205,27 @@ type FitReport struct {
 	SlabBytes  int64 `json:"slab_bytes"`
 	// ReserveBytes is the reserve for the CUDA context, workspaces and graphs.
 	ReserveBytes int64 `json:"reserve_bytes"`
+	// SamplerWarmup is the sampler_warmup the fit used. Under a vLLM mode
+	// SamplerRows is min(max_batch_size, max_batch_tokens),
+	// SamplerBytesPerElement the logits dtype's size plus
+	// SamplerSortBytesPerElement or SamplerTritonBytesPerElement, and
+	// SamplerPassBytes SamplerRows × vocab × SamplerBytesPerElement, one
+	// dummy sampler pass; SamplerBudgetBytes, max(SamplerPassBytes −
+	// ArenaBytes, 0), counts inside the budget. SamplerOutsideBytes is
+	// Device.FreeBytes − ProcessBudgetBytes, the memory outside the
+	// budget, which must hold the reserve (vLLM's CUDA context and CUDA
+	// graphs lie outside its budget) and, under SamplerWarmupAfterKVCache,
+	// the warm-up pass after the KV cache is sized. All 0 under
+	// SamplerWarmupNone.
+	SamplerWarmup          SamplerWarmup `json:"sampler_warmup"`
+	SamplerRows            int64         `json:"sampler_rows"`
+	SamplerBytesPerElement int64         `json:"sampler_bytes_per_element"`
+	SamplerPassBytes       int64         `json:"sampler_pass_bytes"`
+	SamplerBudgetBytes     int64         `json:"sampler_budget_bytes"`
+	SamplerOutsideBytes    int64         `json:"sampler_outside_bytes"`
 	// KVBudgetBytes is ProcessBudgetBytes − WeightBytes − ArenaBytes −
-	// SlabBytes − ReserveBytes, 0 when that is negative.
+	// SamplerBudgetBytes − SlabBytes − ReserveBytes (without ReserveBytes
+	// under a vLLM SamplerWarmup), 0 when that is negative.
 	KVBudgetBytes int64 `json:"kv_budget_bytes"`
 	// KV is the model's KV layout under the plan's options
 	// (NewKVLayoutFor: kv_block_size, kv_cache_dtype,
@@ -219,15 +258,18 @@ type FitReport struct {
 	KVCacheBytes int64 `json:"kv_cache_bytes"`
 	KVTokens     int64 `json:"kv_tokens"`
 	// RequiredBytes is UsedByOthersBytes + WeightBytes + ArenaBytes +
-	// SlabBytes + ReserveBytes + SeqBytes; under UtilizationInstance the
-	// same without UsedByOthersBytes.
+	// SamplerBudgetBytes + SlabBytes + ReserveBytes + SeqBytes; under
+	// UtilizationInstance the same without UsedByOthersBytes; under a vLLM
+	// SamplerWarmup the same without ReserveBytes, which is outside the
+	// budget (SamplerOutsideBytes).
 	RequiredBytes int64 `json:"required_bytes"`
 	// HeadroomBytes is BudgetBytes − RequiredBytes when it fits (the KV
 	// cache takes it), else 0.
 	HeadroomBytes int64 `json:"headroom_bytes"`
 	// ShortfallBytes is RequiredBytes − BudgetBytes when it does not fit,
 	// else 0; under UtilizationInstance with less free than BudgetBytes, at
-	// least BudgetBytes − Device.FreeBytes (what others must free).
+	// least BudgetBytes − Device.FreeBytes (what others must free); under
+	// a vLLM SamplerWarmup, at least what SamplerOutsideBytes lacks.
 	ShortfallBytes int64 `json:"shortfall_bytes"`
 	// Largest is the three largest items of RequiredBytes, largest first.
 	Largest []FitItem `json:"largest"`
@@ -248,8 +290,8 @@ func (r FitReport) MarshalJSON() ([]byte, error) {
 }
 
 // Fit checks whether the model cfg, its weights and plan fit on dev. The
-// weights are sized by EstimateWeights for one device (tensor parallelism
-// is out of scope); the KV cache by NewKVLayoutFor under the plan's
+// weights are sized by EstimateWeights for one device (FitRanks fits
+// each rank of several); the KV cache by NewKVLayoutFor under the plan's
 // options. When it does not fit, Suggestions gives the largest
 // max_batch_tokens, the largest max_seq_len (never past the model's
 // MaxSeqLenLimit) and the lowest gpu_memory_utilization that would fit,
@@ -258,7 +300,7 @@ func (r FitReport) MarshalJSON() ([]byte, error) {
 // UtilizationInstance, InstanceBudget's *FreeMemoryError) make a report
 // that does not fit, not an error. Errors: an *OptionError (errors.Is
 // ErrInvalidOption) for a set gpu_memory_utilization outside (0, 1], an
-// unknown utilization_scope, a negative reserve_bytes, an unsupported
+// unknown utilization_scope or sampler_warmup, a negative reserve_bytes, an unsupported
 // weight_dtype, total_bytes ≤ 0, free_bytes outside [0, total_bytes], a
 // negative checkpoint_weight_bytes, or checkpoint_pooled_tensor_bytes with
 // a negative size or a sum other than a set checkpoint_weight_bytes; a
@@ -273,11 +315,9 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 	case cfg.ModelType != plan.ModelType:
 		return nil, &ConfigError{Field: "model_type", Value: clip(cfg.ModelType),
 			Reason: fmt.Sprintf("does not match the plan's %q", clip(plan.ModelType))}
-	case dev.TotalBytes <= 0:
-		return nil, &OptionError{Option: "total_bytes", Value: dev.TotalBytes, Reason: "must be positive"}
-	case dev.FreeBytes < 0 || dev.FreeBytes > dev.TotalBytes:
-		return nil, &OptionError{Option: "free_bytes", Value: dev.FreeBytes,
-			Reason: fmt.Sprintf("must be in [0, total_bytes = %d]", dev.TotalBytes)}
+	}
+	if err := dev.validate(); err != nil {
+		return nil, err
 	}
 	o, err := opts.resolve()
 	if err != nil {
@@ -287,20 +327,7 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 	if err != nil {
 		return nil, err
 	}
-	f := &fitter{cfg: cfg, dev: dev, opts: o, weights: weights}
-	if o.scope == UtilizationInstance {
-		f.processBudget, err = InstanceBudget(o.utilization, dev.TotalBytes, dev.FreeBytes)
-		var fe *FreeMemoryError
-		if errors.As(err, &fe) {
-			f.noBudget, f.startupShortfall, err = fe, fe.RequestedBytes-fe.FreeBytes, nil
-		}
-	} else {
-		f.processBudget, err = Budget(o.utilization, dev.TotalBytes, dev.TotalBytes-dev.FreeBytes)
-		var be *BudgetError
-		if errors.As(err, &be) {
-			f.noBudget, err = be, nil
-		}
-	}
+	f, err := newFitter(cfg, dev, o, weights)
 	if err != nil {
 		return nil, err
 	}
@@ -320,6 +347,7 @@ func Fit(plan *Plan, cfg *ModelConfig, dev DeviceMemory, opts FitOptions) (*FitR
 type fitParams struct {
 	utilization    float64
 	scope          UtilizationScope
+	sampler        SamplerWarmup
 	reserveBytes   int64
 	weights        WeightOptions
 	excludeWeights bool
@@ -365,6 +393,9 @@ func (o FitOptions) resolve() (fitParams, error) {
 	if p.scope, err = ParseUtilizationScope(string(o.UtilizationScope)); err != nil {
 		return p, err
 	}
+	if p.sampler, err = ParseSamplerWarmup(string(o.SamplerWarmup)); err != nil {
+		return p, err
+	}
 	if o.GPUMemoryUtilization != nil {
 		if err := ValidateGPUMemoryUtilization(*o.GPUMemoryUtilization); err != nil {
 			return p, err
@@ -395,6 +426,29 @@ type fitter struct {
 	processBudget    int64
 	noBudget         error
 	startupShortfall int64
+}
+
+// newFitter is the fitter of cfg and its weights on dev under o, with
+// the process budget computed: others holding all of it (a *BudgetError,
+// or under UtilizationInstance a *FreeMemoryError) is kept in noBudget,
+// not returned. Errors: Budget's and InstanceBudget's other errors.
+func newFitter(cfg *ModelConfig, dev DeviceMemory, o fitParams, weights *WeightReport) (*fitter, error) {
+	f := &fitter{cfg: cfg, dev: dev, opts: o, weights: weights}
+	var err error
+	if o.scope == UtilizationInstance {
+		f.processBudget, err = InstanceBudget(o.utilization, dev.TotalBytes, dev.FreeBytes)
+		var fe *FreeMemoryError
+		if errors.As(err, &fe) {
+			f.noBudget, f.startupShortfall, err = fe, fe.RequestedBytes-fe.FreeBytes, nil
+		}
+	} else {
+		f.processBudget, err = Budget(o.utilization, dev.TotalBytes, dev.TotalBytes-dev.FreeBytes)
+		var be *BudgetError
+		if errors.As(err, &be) {
+			f.noBudget, err = be, nil
+		}
+	}
+	return f, err
 }
 
 // fit computes the report's numbers for plan (no Largest, Suggestions,
@@ -447,7 +501,11 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	if r.FixedBytesPerSeq, err = layout.FixedBytesPerSeq(r.MaxSeqLen); err != nil {
 		return nil, err
 	}
-	own, err := CheckedSum(what+" this process's committed bytes", r.WeightBytes, r.ArenaBytes, r.SlabBytes, r.ReserveBytes)
+	sampler, err := samplerPass(f.opts.sampler, plan, r)
+	if err != nil {
+		return nil, err
+	}
+	own, err := CheckedSum(what+" this process's committed bytes", r.WeightBytes, r.ArenaBytes, sampler, r.SlabBytes, reserveInside(r))
 	if err != nil {
 		return nil, err
 	}
@@ -471,12 +529,16 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 			return nil, err
 		}
 	}
-	r.Fits = r.RequiredBytes <= r.BudgetBytes && (!instance || f.noBudget == nil)
+	warmup := samplerWarmupFits(r)
+	r.Fits = r.RequiredBytes <= r.BudgetBytes && (!instance || f.noBudget == nil) && warmup
 	switch {
 	case r.Fits:
 		r.HeadroomBytes = r.BudgetBytes - r.RequiredBytes
 	default:
 		r.ShortfallBytes = max(r.RequiredBytes-r.BudgetBytes, f.startupShortfall)
+		if !warmup {
+			r.ShortfallBytes = max(r.ShortfallBytes, samplerOutsideNeed(r)-r.SamplerOutsideBytes)
+		}
 	}
 	return r, nil
 }
@@ -526,6 +588,7 @@ func (r *FitReport) LogValue() slog.Value {
 		slog.Int64("arena_bytes", r.ArenaBytes),
 		slog.Int64("slab_bytes", r.SlabBytes),
 		slog.Int64("reserve_bytes", r.ReserveBytes),
+		slog.Int64("sampler_budget_bytes", r.SamplerBudgetBytes),
 		slog.Int64("kv_budget_bytes", r.KVBudgetBytes),
 		slog.Int64("seq_bytes", r.SeqBytes),
 		slog.Int64("max_concurrent_seqs", r.MaxConcurrentSeqs),

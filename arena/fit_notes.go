@@ -40,6 +40,9 @@ func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	if n := logitsNote(plan); n != "" {
 		add("%s", n)
 	}
+	if n := samplerNote(r); n != "" {
+		add("%s", n)
+	}
 	l := r.KV
 	if l.BytesPerBlock == 0 {
 		add("the model has no paged KV-cache layers: no KV blocks")
@@ -72,6 +75,9 @@ func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	}
 	add("does not fit: short by %d B (%s)", r.ShortfallBytes, HumanBytes(r.ShortfallBytes))
 	s := r.Suggestions
+	if s == nil { // a rank of FitRanks: the layout's report suggests
+		return notes
+	}
 	if s.MaxBatchTokens > 0 {
 		add("fits with max_batch_tokens %d (now %d)", s.MaxBatchTokens, plan.Options.MaxBatchTokens)
 	}
@@ -86,7 +92,7 @@ func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	}
 	if *s == (FitSuggestions{}) {
 		add("no smaller max_batch_tokens or max_seq_len, no utilization ≤ 1 and no logits_rows change makes it fit: " +
-			"free memory used by others, lower weight_dtype or kv_cache_dtype, or split the model (tensor parallelism is out of scope)")
+			"free memory used by others, lower weight_dtype or kv_cache_dtype, or split the model over several GPUs (FitRanks; arenactl place)")
 	}
 	return notes
 }

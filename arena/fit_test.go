@@ -118,7 +118,7 @@ func TestFitLlamaOnH200(t *testing.T) {
 		t.Errorf("%+v", *r)
 	}
 	for _, n := range []string{"1073741824 B (1.00 GiB) of the device are already in use by others and count against the budget of 136257837465 B, leaving 135184095641 B to this process",
-		"reserve: 1073741824 B", "tensor and expert parallelism are out of scope", "holds 26 of them"} {
+		"reserve: 1073741824 B", "arenactl place", "holds 26 of them"} {
 		if !hasNote(r.Notes, n) {
 			t.Errorf("no note %q in %q", n, r.Notes)
 		}

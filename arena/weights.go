@@ -289,7 +289,7 @@ func EstimateWeights(cfg *ModelConfig, opts WeightOptions) (*WeightReport, error
 			w.f.mxfp4, cfg.HiddenSize, l.h, cfg.MoEIntermediateSize, l.im, biasNote(l), r.EnginePaddingBytes,
 			HumanBytes(r.EnginePaddingBytes), r.CheckpointBytes))
 	}
-	r.Notes = append(r.Notes, "sized for one device holding every weight: tensor and expert parallelism are out of scope")
+	r.Notes = append(r.Notes, singleDeviceNote)
 	switch {
 	case mtpLayers > 0 && !opts.IncludeMTP:
 		r.Notes = append(r.Notes, fmt.Sprintf("%d MTP layer(s) (%d params, %d B) are reported apart and not counted: "+

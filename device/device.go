@@ -18,9 +18,10 @@ type DevicePtr uint64
 // step returned), and whatever the backend returns.
 //
 // Compute: a step launches kernels of the modules the manager loaded
-// (Launch), copies asynchronously (CopyHtoDAsync, CopyDtoHAsync) and times
-// its work with events (RecordEvent, Elapsed), all on one stream the
-// manager owns, the step's stream. Memset and the synchronous copies are
+// (Launch) or replays a captured graph of them (LaunchGraph), copies
+// asynchronously (CopyHtoDAsync, CopyDtoHAsync) and times its work with
+// events (RecordEvent, Elapsed), all on one stream the manager owns, the
+// step's stream. Memset and the synchronous copies are
 // ordered with it: each waits for the work launched before it, and work
 // launched after it waits for it (the stream is a blocking one, which
 // CUDA's legacy default stream, where they run, synchronises with). When
@@ -73,6 +74,15 @@ type Device interface {
 	// launched on it (cuStreamSynchronize) and returns the first error it
 	// met, such as gpuworker.ErrDeviceFault.
 	Synchronize() error
+	// LaunchGraph replays a captured graph on the step's stream as one
+	// launch (cuGraphLaunch) and returns without waiting for it: its
+	// kernels run in capture order, after the work launched before it and
+	// before the work launched after it, with the arguments they were
+	// captured with. Errors: a *GraphError naming the graph, with
+	// ErrNoGraph (destroyed, or another manager's), ErrNoModule (a module
+	// whose kernels it launches was unloaded), ErrNotCapturable (called
+	// while a graph is captured) or gpuworker.ErrDeviceFault.
+	LaunchGraph(g Graph) error
 	// LeaveInFlight tells the manager not to wait for the step's stream
 	// when the step returns: Forward returns while the work may still run.
 	// The next forward step's work queues behind it on the same stream;

@@ -25,6 +25,9 @@ type Ledger struct {
 	// Modules are the kernel modules loaded (gpuarena.Manager.LoadModule),
 	// oldest first. They are not allocations: Counters leave them out.
 	Modules []ModuleEntry `json:"modules,omitempty"`
+	// Graphs are the captured graphs held (gpuarena.Manager.CaptureGraph),
+	// oldest first. They are not allocations: Counters leave them out.
+	Graphs []GraphEntry `json:"graphs,omitempty"`
 }
 
 // BytesByOwner is the bytes each owner holds now, by owner (owners holding

@@ -74,6 +74,10 @@ func (a *gpuActor) handle(msg any) {
 		m.Reply <- a.loadModule(m)
 	case *messages.UnloadModule:
 		m.Reply <- a.unloadModule(m)
+	case *messages.CaptureGraph:
+		m.Reply <- a.captureGraph(m)
+	case *messages.DestroyGraph:
+		m.Reply <- a.destroyGraph(m)
 	default:
 		a.logger.Warn("gpu worker: unknown message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -250,6 +254,7 @@ func (a *gpuActor) forward(m *messages.Forward) messages.ForwardReply {
 func (a *gpuActor) snapshot() device.Ledger {
 	s := a.ledger.snapshot(time.Now())
 	s.Modules = a.moduleEntries()
+	s.Graphs = a.graphEntries()
 	if r, ok := a.backend.(BytesInUseReporter); ok {
 		s.BackendBytesInUse = r.BytesInUse()
 	}

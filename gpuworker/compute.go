@@ -55,14 +55,35 @@ type Compute interface {
 	// Synchronize waits for the step stream (cuStreamSynchronize) and
 	// returns the first error of its work.
 	Synchronize() error
+
+	// BeginCapture puts the step stream in capture mode
+	// (cuStreamBeginCapture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL): the
+	// launches that follow are recorded into a graph instead of run, until
+	// EndCapture. The GPU actor lets nothing but Launch reach the backend
+	// in between.
+	BeginCapture() error
+	// EndCapture ends the capture (cuStreamEndCapture). With keep it
+	// instantiates the captured graph (cuGraphInstantiateWithFlags) and
+	// returns its handle; without, it drops what was captured and returns
+	// the first error of ending it. Either way the stream is out of
+	// capture mode when it returns. Errors: ErrNotCapturable (the driver
+	// invalidated the capture), the driver's.
+	EndCapture(keep bool) (GraphHandle, error)
+	// LaunchGraph replays a graph on the step stream (cuGraphLaunch) and
+	// returns without waiting.
+	LaunchGraph(g GraphHandle) error
+	// DestroyGraph frees an instantiated graph (cuGraphExecDestroy).
+	DestroyGraph(g GraphHandle) error
 }
 
-// ModuleHandle, KernelHandle and EventHandle are a Compute backend's own
-// names for a loaded module, one of its kernels and an event.
+// ModuleHandle, KernelHandle, EventHandle and GraphHandle are a Compute
+// backend's own names for a loaded module, one of its kernels, an event
+// and an instantiated graph.
 type (
 	ModuleHandle int
 	KernelHandle int
 	EventHandle  int
+	GraphHandle  int
 )
 
 // MaxLaunchArgs is the most arguments a launch passes (kernel parameters

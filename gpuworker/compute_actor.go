@@ -33,6 +33,8 @@ type computeState struct {
 	stepUsed bool
 	// inFlight: a step left its work in flight (LeaveInFlight).
 	inFlight bool
+	// graphs are the captured graphs held, oldest first (graph_actor.go).
+	graphs []*capturedGraph
 }
 
 // loadedModule is one module the actor loaded.

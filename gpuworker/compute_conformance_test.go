@@ -141,6 +141,8 @@ func runComputeConformance(t *testing.T, factory gpuworker.BackendFactory) {
 			}
 		}
 	})
+	var graph device.Graph
+	t.Run("Graph", func(t *testing.T) { graph = runGraphConformance(t, w, rms, add, owner) })
 	t.Run("Unload", func(t *testing.T) {
 		if err := w.UnloadModule(ctx, kernels.ModuleName); err != nil {
 			t.Fatal(err)
@@ -150,6 +152,9 @@ func runComputeConformance(t *testing.T, factory gpuworker.BackendFactory) {
 		_, err := w.Forward(ctx, func(dev device.Device) error { return dev.Launch(add, cfg, args...) })
 		if !errors.Is(err, gpuworker.ErrNoModule) {
 			t.Fatalf("launch after unload: got %v, want ErrNoModule", err)
+		}
+		if graph.Name != "" {
+			checkGraphAfterUnload(t, w, graph)
 		}
 	})
 	if _, _, err := w.FreeOwner(ctx, owner); err != nil {

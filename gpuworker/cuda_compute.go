@@ -76,6 +76,9 @@ type cudaCompute struct {
 	// raw: a step took the raw handles (CUDAStep), so the next wait is for
 	// the whole context, not only the step stream.
 	raw bool
+	// graphs are the instantiated graphs by handle, nil once destroyed
+	// (cuda_graph.go).
+	graphs []C.CUgraphExec
 }
 
 // recordThread records the calling thread as the GPU thread; newCUDABackend
@@ -292,11 +295,11 @@ func (b *cudaBackend) Synchronize() error {
 	return nil
 }
 
-// closeCompute unloads the modules and destroys the events and the step
-// stream, going on after a failure (after a device fault each fails).
+// closeCompute destroys the graphs, unloads the modules and destroys the
+// events and the step stream, going on after a failure (after a device fault each fails).
 func (b *cudaBackend) closeCompute() error {
 	c := &b.compute
-	var errs []error
+	errs := b.closeGraphs()
 	for _, m := range c.modules {
 		if m != nil {
 			if r := C.cuModuleUnload(m); r != C.CUDA_SUCCESS {

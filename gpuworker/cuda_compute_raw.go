@@ -29,11 +29,15 @@ import (
 // it allocated itself behind (the manager cannot see it, and Close does
 // not free it).
 //
-// Errors: ErrStepOver after the step, ErrNotGPUThread off its goroutine,
+// Errors: ErrNotCapturable inside a graph's capture (Worker.CaptureGraph),
+// ErrStepOver after the step, ErrNotGPUThread off its goroutine,
 // the worker's fatal error, ErrInvalidValue when dev is not a step's
 // Device of the cuda backend itself (a backend wrapped by WithFaults
 // hides it), and the driver's when the stream cannot be made.
 func CUDAStep(dev device.Device) (cu.CUContext, cu.Stream, error) {
+	if h, ok := dev.(*captureHandle); ok {
+		return cu.CUContext{}, cu.Stream{}, h.refuse("cuda step handles", "a graph holds the launches made through the Device only")
+	}
 	d, ok := dev.(*deviceHandle)
 	if !ok || d == d.a.ops {
 		return cu.CUContext{}, cu.Stream{}, fmt.Errorf("cuda step handles: %w: not the Device of a forward step", ErrInvalidValue)

@@ -24,6 +24,11 @@ type hostCompute struct {
 	// fault is the first kernel fault; like a CUDA context's sticky error,
 	// every later launch, copy on the stream and wait returns it.
 	fault error
+	// capture is the graph being captured, nil when none is; graphs are
+	// the captured ones by GraphHandle, nil once destroyed
+	// (hostsim_graph.go).
+	capture *[]hostLaunch
+	graphs  [][]hostLaunch
 }
 
 // Limits the simulated device refuses a launch past, as an H200 does
@@ -103,8 +108,9 @@ func (h *HostSim) UnloadModule(m ModuleHandle) error {
 	return nil
 }
 
-// Launch runs the kernel now, on the calling thread. A kernel's access
-// outside an allocation faults the device for good (ErrDeviceFault).
+// Launch runs the kernel now, on the calling thread, or records it while
+// a graph is captured. A kernel's access outside an allocation faults the
+// device for good (ErrDeviceFault).
 func (h *HostSim) Launch(k KernelHandle, cfg device.LaunchConfig, args []uint64, _ bool) error {
 	h.record()
 	c := &h.compute
@@ -117,6 +123,16 @@ func (h *HostSim) Launch(k KernelHandle, cfg device.LaunchConfig, args []uint64,
 	if err := checkLaunch(cfg); err != nil {
 		return err
 	}
+	if c.capture != nil {
+		*c.capture = append(*c.capture, hostLaunch{kernel: k, cfg: cfg, args: append([]uint64(nil), args...)})
+		return nil
+	}
+	return h.run(k, cfg, args)
+}
+
+// run runs kernel k now, on the calling thread.
+func (h *HostSim) run(k KernelHandle, cfg device.LaunchConfig, args []uint64) error {
+	c := &h.compute
 	err := c.kernels[k](&HostLaunch{Config: cfg, Args: args, sim: h})
 	switch {
 	case err == nil:

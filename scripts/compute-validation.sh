@@ -18,10 +18,22 @@
 #                 PASS when the median step/direct of 5 runs is ≤ 1.05
 #   decode-step   BenchmarkCUDADecodeStep: 720 launches per step through
 #                 Manager.Forward against direct (reported, no target)
+#   graph         CUDA graphs: the conformance suite's graph case (RMSNorm
+#                 + residual add captured once, replayed, byte for byte
+#                 equal to the direct launches; refused calls; failed
+#                 captures leave nothing) and the raw handles refused in a
+#                 capture
+#   graph-step    BenchmarkCUDAGraphDecodeStep: the 720 launches replayed
+#                 as one captured graph through Manager.Forward, against
+#                 launched one by one through it and direct; PASS when the
+#                 median replay is faster than the median launch by launch
 #   run-<model>   arenactl run --model on cuda with a generated model:
 #                 every step runs RMSNorm and the residual add and checks
 #                 them against the Go references (invariants hold, and
 #                 compute_steps equals the steps)
+#   graphs-<model> the same with --cuda-graphs: odd steps replay the
+#                 kernels as a captured graph, even steps launch them;
+#                 the per-step GPU and kernels' wall times of both
 set -uo pipefail
 bin=$(realpath "${1:?usage: compute-validation.sh BIN OUTDIR}")
 mkdir -p "${2:?usage: compute-validation.sh BIN OUTDIR}"
@@ -34,7 +46,7 @@ fail() { echo "FAIL $1${2:+: $2}"; status=1; }
 # 1. Tests, in the package's folder as go test would run them.
 log=$out/conformance.log
 if (cd gpuworker && "$bin/gpuworker.test" -test.v -test.count=1 -test.timeout=600s \
-	-test.run '^(TestComputeConformanceCUDA|TestComputeConformanceHostSim|TestCUDAKernelFault|TestCUDAStepHandles)$') >"$log" 2>&1; then
+	-test.run '^(TestComputeConformanceCUDA|TestComputeConformanceHostSim|TestCUDAKernelFault|TestCUDAStepHandles|TestCUDAGraphCaptureRefusesRawHandles)$') >"$log" 2>&1; then
 	pass conformance "$(grep -c '^--- PASS' "$log") tests passed; $(grep -h 'BF16 ulps' "$log" | sed 's/^ *//' | head -n 6 | paste -sd';' -)"
 else
 	fail conformance "see $log: $(grep -E '^(--- FAIL|FAIL|panic)' "$log" | head -n 3 | paste -sd';' -)"
@@ -67,7 +79,33 @@ else
 	fail decode-step "the benchmark failed; see $log"
 fi
 
-# 4. arenactl run --model on cuda: a plain-weight model (Llama) and an
+# 4. CUDA graphs: the conformance suite's graph case and the raw handles.
+log=$out/graph.log
+if (cd gpuworker && "$bin/gpuworker.test" -test.v -test.count=1 -test.timeout=600s \
+	-test.run '^(TestComputeConformanceCUDA|TestCUDAGraphCaptureRefusesRawHandles)$/^(Graph|Unload)$') >"$log" 2>&1 &&
+	grep -q -- '--- PASS: TestComputeConformanceCUDA/Graph ' "$log"; then
+	pass graph "$(grep -c -- '--- PASS' "$log") tests passed; $(grep -h 'replayed' "$log" | sed 's/^ *//' | head -n 1)"
+else
+	fail graph "see $log: $(grep -E -- '(--- FAIL|^FAIL|panic)' "$log" | head -n 3 | paste -sd';' -)"
+fi
+
+# 5. A decode-shaped step replayed as one graph, against launch by launch.
+log=$out/graph-step.txt
+if (cd gpuworker && "$bin/gpuworker.test" -test.run '^$' -test.bench '^BenchmarkCUDAGraphDecodeStep$' \
+	-test.benchtime 300x -test.count 3) >"$log" 2>&1; then
+	med() { grep -E "GraphDecodeStep/$1(-[0-9]+)?[[:space:]]" "$log" | awk '{print $3}' | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
+	d=$(med direct) m=$(med manager) g=$(med graph) dg=$(med direct-graph)
+	line="720 launches per step: direct ${d:-?} ns, Manager.Forward ${m:-?} ns, graph through Manager.Forward ${g:-?} ns ($(awk -v g="$g" -v m="$m" 'BEGIN {if (m > 0) printf "%.3f× launch by launch", g / m}')), graph direct ${dg:-?} ns"
+	if [[ -n $g && -n $m ]] && awk -v g="$g" -v m="$m" 'BEGIN {exit !(g < m)}'; then
+		pass graph-step "$line"
+	else
+		fail graph-step "$line (want the replay faster)"
+	fi
+else
+	fail graph-step "the benchmark failed; see $log"
+fi
+
+# 6. arenactl run --model on cuda: a plain-weight model (Llama) and an
 # offset-weight one (Gemma 3), generated here.
 for model in tiny-llama tiny-gemma3; do
 	dir=$out/model-$model
@@ -87,6 +125,16 @@ for model in tiny-llama tiny-gemma3; do
 		pass "run-$model" "200 steps checked, max $ulps BF16 ulps; step p50 wall $wall µs, GPU $gpu µs"
 	else
 		fail "run-$model" "exit $rc, compute_steps ${steps:-none}; see $log and $out/run-$model.stderr"
+	fi
+	log=$out/graphs-$model.json
+	"$bin/arenactl" run --backend cuda --model "$dir" --steps 200 --clients 8 --cuda-graphs --json >"$log" 2>"$out/graphs-$model.stderr"
+	rc=$?
+	field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$log"; }
+	steps=$(field compute_steps) gsteps=$(field graph_steps)
+	if [[ $rc == 0 && $steps == 200 && $gsteps == 100 ]]; then
+		pass "graphs-$model" "200 steps checked, 100 replayed a graph; per step GPU p50 $(field step_gpu_p50_us) µs launched, $(field graph_step_gpu_p50_us) µs replayed; kernels' wall p50 $(field step_kernels_wall_p50_us) µs launched, $(field graph_step_kernels_wall_p50_us) µs replayed"
+	else
+		fail "graphs-$model" "exit $rc, compute_steps ${steps:-none}, graph_steps ${gsteps:-none}; see $log and $out/graphs-$model.stderr"
 	fi
 	rm -rf "$dir"
 done

@@ -73,6 +73,10 @@ type fitOptions struct {
 	MXFP4Backend *arena.MXFP4Backend `json:"mxfp4_backend,omitempty"`
 	// ReserveBytes is the fit's reserve in bytes; unset, its default.
 	ReserveBytes *int64 `json:"reserve_bytes,omitempty"`
+	// SamplerWarmup is the vLLM sampler pass the row's version runs:
+	// "profiled" for V1 up to 0.16, "after_kv_cache" from 0.17, unset
+	// ("none") for the V0 rows.
+	SamplerWarmup arena.SamplerWarmup `json:"sampler_warmup,omitempty"`
 }
 
 // vllmFigures are vLLM's start-up lines; a zero figure was not logged.
@@ -206,7 +210,7 @@ func fitRow(t *testing.T, r accuracyRow, fit fitOptions) *arena.FitReport {
 		t.Fatal(err)
 	}
 	fo := arena.FitOptions{GPUMemoryUtilization: new(o.GPUMemoryUtilization), UtilizationScope: fit.UtilizationScope,
-		ReserveBytes: fit.ReserveBytes}
+		ReserveBytes: fit.ReserveBytes, SamplerWarmup: fit.SamplerWarmup}
 	if b := fit.MXFP4Backend; b != nil {
 		fo.Weights.MXFP4Backend = *b
 	}

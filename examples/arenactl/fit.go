@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/checkpoint"
@@ -57,6 +58,15 @@ a higher gpu_memory_utilization, or --logits-rows sampled). The notes say
 when logits are a quarter of the arena or more and what --logits-rows
 sampled would save.
 
+--tensor-parallel-size, --pipeline-parallel-size, --data-parallel-size and
+--enable-expert-parallel (vLLM's flags) fit every rank of that layout, each
+on a device like the one given: heads, MLP widths and the padded vocabulary
+split over t ranks, layers over p stages as vLLM's get_pp_indices splits
+them, routed experts over the t·d ranks with expert parallelism. The report
+has a row per rank; the KV cache is the fewest blocks any rank holds. When
+it does not fit, the suggestions may include a larger
+--tensor-parallel-size. "arenactl place" lists the layouts that fit.
+
 Exit status: 0 when it fits, 1 when it does not, 2 on an error.`
 
 // fitCmd holds the flags of "arenactl fit".
@@ -69,12 +79,14 @@ type fitCmd struct {
 	device      deviceMemoryFlags
 	used        byteSize
 	reserve     byteSize
+	sampler     string // --sampler-warmup
 	weightDType string
 	layout      string // --weights-layout
 	mxfp4       string // --mxfp4-backend
 	includeMTP  bool
 	noWeights   bool
 	jsonOut     bool
+	parallel    parallelFlags
 }
 
 // newFitCmd builds "arenactl fit".
@@ -90,21 +102,31 @@ func newFitCmd(a *app) *cobra.Command {
 	fs := cmd.Flags()
 	c.plan.register(fs, "")
 	fs.Lookup("config").Usage = "Hugging Face config.json of the model, or the model folder that holds it (required unless --model is given; default: --model's folder)"
-	fs.StringVar(&c.model, "model", "", "model folder with config.json and the safetensors checkpoint: the fit counts the checkpoint's exact bytes")
+	fs.StringVar(&c.model, "model", "", "model folder with config.json and the safetensors checkpoint: the fit counts the checkpoint's exact bytes (one GPU only)")
+	c.device.register(fs, "the device's total memory")
+	fs.Var(&c.used, "device-used", "memory already used by other processes: bytes or a size")
+	c.registerBudget(fs)
+	c.parallel.register(fs)
+	fs.BoolVar(&c.jsonOut, "json", false, "print the fit as JSON")
+	return cmd
+}
+
+// registerBudget adds the flags that price the model against a device's
+// budget, which fit and place share: utilization, its scope, the reserve
+// and how the weights are sized.
+func (c *fitCmd) registerBudget(fs *pflag.FlagSet) {
 	addUtilizationFlag(fs, &c.utilization)
 	fs.StringVar(&c.scope, "utilization-scope", string(arena.UtilizationDevice),
 		"what --gpu-memory-utilization caps: device (every process together; others' memory comes out of the budget) or instance (this process alone, vLLM's rule)")
-	c.device.register(fs, "the device's total memory")
-	fs.Var(&c.used, "device-used", "memory already used by other processes: bytes or a size")
 	c.reserve = byteSize(arena.DefaultReserveBytes) // shown as the default; passed to arena only when given
 	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size (0: none)")
+	fs.StringVar(&c.sampler, "sampler-warmup", string(arena.SamplerWarmupNone),
+		"vLLM's start-up sampler pass over [max_batch_size, vocab] and the reserve outside its budget: none (gpuarena's engine), profiled (vLLM ≤ 0.16: sorted top-k/top-p, 38 B per element, inside the budget) or after_kv_cache (vLLM ≥ 0.17: 14 B per element, its warm-up also outside the budget)")
 	fs.StringVar(&c.weightDType, "weight-dtype", "", "size the weights as bf16, f32 or fp8 instead of the config's torch_dtype and quantization")
 	fs.StringVar(&c.layout, "weights-layout", "engine", "size the weights as vLLM holds them (engine: MXFP4 experts padded to the backend's tiles) or as the checkpoint stores them (checkpoint: what gpuarena's LoadWeights uploads)")
 	fs.StringVar(&c.mxfp4, "mxfp4-backend", "marlin", "vLLM's MXFP4 MoE backend whose padding the engine layout uses: marlin, flashinfer_trtllm, flashinfer_cutlass or triton")
 	fs.BoolVar(&c.includeMTP, "include-mtp", false, "count the multi-token-prediction layers' weights (num_nextn_predict_layers)")
 	fs.BoolVar(&c.noWeights, "exclude-weights", false, "leave the weights out of the budget (they live elsewhere or are already resident)")
-	fs.BoolVar(&c.jsonOut, "json", false, "print the fit as JSON")
-	return cmd
 }
 
 // options turns the flags into arena.FitOptions; changed reports whether a
@@ -116,6 +138,7 @@ func (c *fitCmd) options(changed func(string) bool) (arena.FitOptions, error) {
 		Weights:          arena.WeightOptions{IncludeMTP: c.includeMTP},
 		ExcludeWeights:   c.noWeights,
 		UtilizationScope: arena.UtilizationScope(c.scope),
+		SamplerWarmup:    arena.SamplerWarmup(c.sampler),
 	}
 	if changed("gpu-memory-utilization") {
 		if err := checkUtilization(c.utilization); err != nil {
@@ -157,6 +180,9 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 	if c.plan.config == "" && c.model == "" {
 		return errors.New("--config or --model is required")
 	}
+	if c.model != "" && c.parallel.layout.GPUs() > 1 {
+		return fmt.Errorf("--model with %s: a checkpoint's sizes are per model, not per rank; give --config", c.parallel.layout)
+	}
 	if c.plan.config == "" {
 		c.plan.config = c.model
 	}
@@ -183,6 +209,9 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 		opts.CheckpointPooledTensorBytes = sizes
 	}
 	dev := arena.DeviceMemory{TotalBytes: total, FreeBytes: total - int64(c.used)}
+	if c.parallel.layout.GPUs() > 1 {
+		return c.runRanks(w, cfg, dev, opts)
+	}
 	r, err := arena.Fit(plan, cfg, dev, opts)
 	if err != nil {
 		return withFlag(err)
@@ -200,6 +229,55 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 		return negative(fmt.Errorf("%s does not fit: short by %s", plan.ModelType, bytesAndHuman(r.ShortfallBytes)))
 	}
 	return nil
+}
+
+// runRanks fits every rank of the parallel layout, each on a device like
+// dev, and writes the report; it returns a negative answer (exit status
+// 1) when a rank does not fit.
+func (c *fitCmd) runRanks(w io.Writer, cfg *arena.ModelConfig, dev arena.DeviceMemory, opts arena.FitOptions) error {
+	r, err := arena.FitRanks(cfg, c.plan.opts, c.parallel.layout, []arena.DeviceMemory{dev}, opts)
+	if err != nil {
+		return withFlag(err)
+	}
+	c.app.logger.Info("fit", "model_type", r.ModelType, "layout", r.Layout.String(), "fits", r.Fits, "kv_blocks", r.KVBlocks)
+	if c.jsonOut {
+		err = writeJSON(w, r)
+	} else {
+		writeRanksFitText(w, c.plan.config, r)
+	}
+	if err != nil {
+		return err
+	}
+	if !r.Fits {
+		return negative(fmt.Errorf("%s does not fit on %s: the fullest rank is short by %s", r.ModelType, r.Layout, bytesAndHuman(r.ShortfallBytes)))
+	}
+	return nil
+}
+
+// writeRanksFitText writes a layout's per-rank fit as a readable report.
+func writeRanksFitText(w io.Writer, config string, r *arena.RankFitReport) {
+	verdict := "FITS"
+	if !r.Fits {
+		verdict = "DOES NOT FIT"
+	}
+	fmt.Fprintf(w, "%s: %s (%s) on %d GPUs, %s\n\n", verdict, r.ModelType, config, r.GPUs, r.Layout)
+	writeRanks(w, r)
+	if r.Fits {
+		return
+	}
+	fmt.Fprintf(w, "\nshortfall of the fullest rank: %s\n", bytesAndHuman(r.ShortfallBytes))
+	s := r.Suggestions
+	if s == nil {
+		return
+	}
+	if s.TensorParallelSize > 0 && s.FitSuggestions == (arena.FitSuggestions{}) {
+		fmt.Fprintln(w, "\nany one of these makes it fit:")
+	} else {
+		writeSuggestions(w, &s.FitSuggestions)
+	}
+	if s.TensorParallelSize > 0 {
+		fmt.Fprintf(w, "  --tensor-parallel-size %d\n", s.TensorParallelSize)
+	}
 }
 
 // writeFitText writes the fit as a readable report; device is the
@@ -239,6 +317,15 @@ func writeFitText(w io.Writer, config, device string, p *arena.Plan, r *arena.Fi
 	row(tw, "arena", fmt.Sprintf("%s (logits %s, logits_rows %s)", bytesAndHuman(r.ArenaBytes), human(p.Buffers[arena.Logits].Bytes), p.Options.LogitsRows))
 	row(tw, "slabs", bytesAndHuman(r.SlabBytes))
 	row(tw, "reserve", bytesAndHuman(r.ReserveBytes))
+	if r.SamplerWarmup != arena.SamplerWarmupNone {
+		outside := "the reserve"
+		if r.SamplerWarmup == arena.SamplerWarmupAfterKVCache {
+			outside += " and the warm-up pass"
+		}
+		row(tw, "sampler pass", fmt.Sprintf("%s = %d × vocab × %d B (sampler warm-up %s), %s of it inside the budget beyond the arena",
+			bytesAndHuman(r.SamplerPassBytes), r.SamplerRows, r.SamplerBytesPerElement, r.SamplerWarmup, human(r.SamplerBudgetBytes)))
+		row(tw, "outside the budget", fmt.Sprintf("%s free for %s", bytesAndHuman(r.SamplerOutsideBytes), outside))
+	}
 	row(tw, "kv budget", bytesAndHuman(r.KVBudgetBytes))
 	if r.KVBytesPerBlock > 0 {
 		row(tw, "kv cache", fmt.Sprintf("%d blocks of %d tokens (%s each, %s) = %d tokens = %s",

@@ -92,18 +92,24 @@ func (f *planFlags) plan(changed func(string) bool) (*arena.ModelConfig, *arena.
 // optionFlags maps arena's option names to the flags that set them where the
 // name is not simply the flag's (snake_case → kebab-case).
 var optionFlags = map[string]string{
-	"total_bytes":          "device-memory",
-	"free_bytes":           "device-used",
-	"used_by_others_bytes": "device-used",
+	"checkpoint_weight_bytes": "model",
+	"total_bytes":             "device-memory",
+	"free_bytes":              "device-used",
+	"used_by_others_bytes":    "device-used",
 }
 
 // withFlag adds the flag's name to an *arena.OptionError, so the message says
-// what to change on the command line; a *arena.MaxSeqLenError names
+// what to change on the command line, and the layout flag to an
+// *arena.ParallelError; a *arena.MaxSeqLenError names
 // --max-seq-len and --allow-long-max-seq-len.
 func withFlag(err error) error {
 	var me *arena.MaxSeqLenError
 	if errors.As(err, &me) {
 		return fmt.Errorf("--max-seq-len: %w (--allow-long-max-seq-len)", err)
+	}
+	var pe *arena.ParallelError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("--%s: %w", strings.ReplaceAll(pe.Option, "_", "-"), err)
 	}
 	var oe *arena.OptionError
 	if !errors.As(err, &oe) {
@@ -260,4 +266,23 @@ func (b *backendFlags) config(ordinal int, changed func(string) bool) (gpuworker
 	default:
 		return gpuworker.BackendConfig{Kind: b.kind, Ordinal: ordinal}, nil
 	}
+}
+
+// parallelFlags are vLLM's parallel-layout flags (--tensor-parallel-size,
+// --pipeline-parallel-size, --data-parallel-size,
+// --enable-expert-parallel), as arena.ParallelLayout.
+type parallelFlags struct {
+	layout arena.ParallelLayout
+}
+
+// register adds the parallel-layout flags to fs.
+func (p *parallelFlags) register(fs *pflag.FlagSet) {
+	fs.Int64Var(&p.layout.TensorParallelSize, "tensor-parallel-size", 1,
+		"tensor_parallel_size t: split heads, MLP widths and the vocabulary over t GPUs (vLLM's flag)")
+	fs.Int64Var(&p.layout.PipelineParallelSize, "pipeline-parallel-size", 1,
+		"pipeline_parallel_size p: split the layers over p GPUs as vLLM's get_pp_indices does")
+	fs.Int64Var(&p.layout.DataParallelSize, "data-parallel-size", 1,
+		"data_parallel_size d: d replicas, each with its own requests and KV cache; with --enable-expert-parallel, data-parallel attention")
+	fs.BoolVar(&p.layout.EnableExpertParallel, "enable-expert-parallel", false,
+		"place whole routed experts on the t·d ranks (E / (t·d) each) instead of splitting every expert's width")
 }

@@ -52,9 +52,10 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
 	})
-	root.AddCommand(newPlanCmd(a), newFitCmd(a), newRunCmd(a), newDevicesCmd(a))
+	root.AddCommand(newPlanCmd(a), newFitCmd(a), newPlaceCmd(a), newRunCmd(a), newDevicesCmd(a))
 	root.AddCommand(newBenchCmd(a))
 	root.AddCommand(newSoakCmd(a))
 	root.AddCommand(newGenModelCmd(a))
+	root.AddCommand(newNodeCmd(a))
 	return root
 }

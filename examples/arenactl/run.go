@@ -78,7 +78,11 @@ known activations in hidden_states with layer 0's input_layernorm weight
 rms_norm_eps into norm_output, and residual = hidden_states + norm_output,
 checked against the Go references within their BF16 tolerance; the report
 adds the kernels' GPU time per step from events (step_gpu_p50_us,
-step_gpu_p99_us) and compute_max_ulps.
+step_gpu_p99_us), their wall time per step (step_kernels_wall_p50_us) and
+compute_max_ulps. With --cuda-graphs the kernels are captured once as a
+CUDA graph and odd steps replay it (Device.LaunchGraph) where even steps
+launch them one by one, on the same rows; the report adds the replays'
+graph_step_gpu_p50_us and graph_step_kernels_wall_p50_us beside them.
 The load's progress goes to stderr, never into --json's stdout: on a
 terminal a progress bar (bytes done of total, rate, time left, the tensor
 being copied); otherwise plain lines, one each time another 10% of the
@@ -122,9 +126,11 @@ type runCmd struct {
 	kvBlocks    int64     // --kv-blocks: paged blocks to build, fewer than the fit's
 	trace       string    // --trace: a JSON serving trace to replay
 	requests    int       // --requests: the generated trace's requests
+	cudaGraphs  bool      // --cuda-graphs: odd steps replay the kernels as a captured CUDA graph
 	// kvFit is the fit the KV cache is sized from: the model's (with the
 	// checkpoint) with --model, else the arena's (weights left out).
 	kvFit *arena.FitReport
+	group groupFlags // --devices, --tensor-parallel-size: run_group.go
 }
 
 // newRunCmd builds "arenactl run".
@@ -140,6 +146,7 @@ func newRunCmd(a *app) *cobra.Command {
 	fs := cmd.Flags()
 	c.plan.register(fs, defaultRunConfig)
 	c.backend.register(fs, true)
+	c.group.register(fs)
 	addUtilizationFlag(fs, &c.utilization)
 	fs.IntVar(&c.steps, "steps", 100, "forward steps to run")
 	fs.StringVar(&c.layout, "layout", string(device.LayoutPooled),
@@ -151,6 +158,7 @@ func newRunCmd(a *app) *cobra.Command {
 	fs.Int64Var(&c.kvBlocks, "kv-blocks", 0, "with --kv: build this many paged KV blocks instead of all the fit allows (0: all)")
 	fs.StringVar(&c.trace, "trace", "", "with --kv: replay this JSON serving trace ({\"requests\": [{\"id\", \"arrival_step\", \"prompt_tokens\", \"output_tokens\", \"prefix\", \"prefix_tokens\"}]}) instead of a generated one")
 	fs.IntVar(&c.requests, "requests", 96, "with --kv and no --trace: the generated trace's requests")
+	fs.BoolVar(&c.cudaGraphs, "cuda-graphs", false, "with --model: capture each step's kernels once as a CUDA graph (Manager.CaptureGraph); even steps launch them one by one, odd steps replay the graph, and the report puts the GPU and kernels' wall times per step of both side by side")
 	fs.StringVar(&c.model, "model", "", "model folder (config.json and its safetensors checkpoint): load the weights before the build, check a window of one in every step, and report weights_bytes, weights_load_ms and weights_load_gbps; --config defaults to the folder")
 	return cmd
 }
@@ -168,6 +176,9 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	layout := device.Layout(c.layout)
 	if layout != device.LayoutPooled && layout != device.LayoutDiscrete {
 		return fmt.Errorf("--layout %q: want %s or %s", c.layout, device.LayoutPooled, device.LayoutDiscrete)
+	}
+	if c.group.devices != "" {
+		return c.runGroup(cmd, layout)
 	}
 	bc, err := c.backend.config(c.backend.ordinal, cmd.Flags().Changed)
 	if err != nil {
@@ -197,6 +208,7 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	rep := &runReport{ModelType: plan.ModelType, Config: c.plan.config, Layout: c.layout, Clients: c.clients, Slabs: len(plan.Slabs), Served: c.kv}
+	rep.ComputeCUDAGraphs = c.cudaGraphs // run_compute.go reads it
 	log := c.app.logger
 
 	rep.GoroutinesBefore = runtime.NumGoroutine()

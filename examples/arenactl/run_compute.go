@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,6 +42,25 @@ type computeReport struct {
 	StepGPUP50US   float64 `json:"step_gpu_p50_us,omitempty"`
 	StepGPUP99US   float64 `json:"step_gpu_p99_us,omitempty"`
 	ComputeSkipped string  `json:"compute_skipped,omitempty"`
+	// ComputeCUDAGraphs: --cuda-graphs. The kernels are captured once
+	// into a graph (Manager.CaptureGraph) and the steps alternate: even
+	// steps launch them one by one, odd steps replay the graph
+	// (Device.LaunchGraph), on the same rows, so both ways see the same
+	// clocks and caches. Step GPU times above are then the even steps';
+	// GraphSteps, GraphStepGPUP50US and GraphStepGPUP99US the odd steps'.
+	// StepKernelsWallP50US (and p99) are the host's time per step from
+	// before the first launch (or the replay) until the end event has
+	// completed: the launch overhead and the kernels' run, without the
+	// step's copies and checks; GraphStepKernelsWall* the same for the
+	// replays.
+	ComputeCUDAGraphs         bool    `json:"compute_cuda_graphs,omitempty"`
+	StepKernelsWallP50US      float64 `json:"step_kernels_wall_p50_us,omitempty"`
+	StepKernelsWallP99US      float64 `json:"step_kernels_wall_p99_us,omitempty"`
+	GraphSteps                int     `json:"graph_steps,omitempty"`
+	GraphStepGPUP50US         float64 `json:"graph_step_gpu_p50_us,omitempty"`
+	GraphStepGPUP99US         float64 `json:"graph_step_gpu_p99_us,omitempty"`
+	GraphStepKernelsWallP50US float64 `json:"graph_step_kernels_wall_p50_us,omitempty"`
+	GraphStepKernelsWallP99US float64 `json:"graph_step_kernels_wall_p99_us,omitempty"`
 }
 
 // stepCompute is the compute each step of "run --model" does, after its
@@ -51,7 +71,9 @@ type computeReport struct {
 // with package kernels' Go references within their BF16 tolerance, and
 // put hidden_states' seed pattern back for the next step's copy check.
 // Steps run one at a time on the GPU thread, so its buffers are never
-// used by two at once.
+// used by two at once. With --cuda-graphs the rows are the first ones in
+// every step (a graph replays the pointers it was captured with), and odd
+// steps replay the captured graph instead of launching.
 type stepCompute struct {
 	rms, add       device.Function
 	hs, norm, res  device.DevicePtr
@@ -63,7 +85,10 @@ type stepCompute struct {
 	x, wantN, want []uint16
 	in, normBack   []byte
 	resBack, seed  []byte
-	gpu            []time.Duration
+	gpu, wall      []time.Duration
+	graph          *device.Graph // --cuda-graphs: the kernels, captured
+	graphGPU       []time.Duration
+	graphWall      []time.Duration
 	rep            *computeReport
 	m              *gpuarena.Manager // unloads the module when the steps are done
 }
@@ -143,14 +168,39 @@ func newStepCompute(ctx context.Context, m *gpuarena.Manager, dir string, cfg *a
 	c.x, c.wantN, c.want = make([]uint16, n), make([]uint16, n), make([]uint16, n)
 	c.in, c.normBack, c.resBack, c.seed = make([]byte, 2*n), make([]byte, 2*n), make([]byte, 2*n), make([]byte, 2*n)
 	c.rep.ComputeNormWeight, c.rep.ComputeNormOffset, c.rep.ComputeEps = wt.Name, c.offset, c.eps
+	if c.rep.ComputeCUDAGraphs {
+		g, err := m.CaptureGraph(ctx, stepGraphName, func(dev device.Device) error { return c.launch(dev, 0, min(computeRows, c.maxRow)) })
+		if err != nil {
+			return nil, errors.Join(err, m.UnloadModule(ctx, kernels.ModuleName))
+		}
+		c.graph = &g
+	}
 	return c, nil
+}
+
+// stepGraphName is the name of the graph --cuda-graphs captures.
+const stepGraphName = "arenactl-step"
+
+// launch launches RMSNorm and the residual add on rows rows from byte
+// offset off of hidden_states, norm_output and residual.
+func (c *stepCompute) launch(dev device.Device, off device.DevicePtr, rows int64) error {
+	lc, args := kernels.RMSNormLaunch(c.norm+off, c.hs+off, c.weight, uint32(rows), uint32(c.cols), c.eps, c.offset)
+	if err := dev.Launch(c.rms, lc, args...); err != nil {
+		return err
+	}
+	lc, args = kernels.ResidualAddLaunch(c.res+off, c.hs+off, c.norm+off, uint64(rows*c.cols))
+	return dev.Launch(c.add, lc, args...)
 }
 
 // step runs step s's kernels and checks them (see stepCompute).
 func (c *stepCompute) step(s int64, dev device.Device) error {
 	rows := min(computeRows, c.maxRow)
 	row := (s * 7) % (c.maxRow - rows + 1)
+	if c.graph != nil {
+		row = 0
+	}
 	off := device.DevicePtr(2 * row * c.cols)
+	replay := c.graph != nil && s%2 == 1
 	n := rows * c.cols
 	for i := range n {
 		c.x[i] = kernels.F32ToBF16(float32((i*37+s*11)%97-48) / 16)
@@ -159,16 +209,17 @@ func (c *stepCompute) step(s int64, dev device.Device) error {
 	if err := dev.CopyHtoD(c.hs+off, c.in[:2*n]); err != nil {
 		return fmt.Errorf("step %d: write hidden_states rows: %w", s, err)
 	}
+	began := time.Now()
 	start, err := dev.RecordEvent()
 	if err != nil {
 		return err
 	}
-	lc, args := kernels.RMSNormLaunch(c.norm+off, c.hs+off, c.weight, uint32(rows), uint32(c.cols), c.eps, c.offset)
-	if err := dev.Launch(c.rms, lc, args...); err != nil {
-		return fmt.Errorf("step %d: %w", s, err)
+	if replay {
+		err = dev.LaunchGraph(*c.graph)
+	} else {
+		err = c.launch(dev, off, rows)
 	}
-	lc, args = kernels.ResidualAddLaunch(c.res+off, c.hs+off, c.norm+off, uint64(n))
-	if err := dev.Launch(c.add, lc, args...); err != nil {
+	if err != nil {
 		return fmt.Errorf("step %d: %w", s, err)
 	}
 	end, err := dev.RecordEvent()
@@ -185,7 +236,11 @@ func (c *stepCompute) step(s int64, dev device.Device) error {
 	if err != nil {
 		return err
 	}
-	c.gpu = append(c.gpu, gpu)
+	if wall := time.Since(began); replay {
+		c.graphGPU, c.graphWall = append(c.graphGPU, gpu), append(c.graphWall, wall)
+	} else {
+		c.gpu, c.wall = append(c.gpu, gpu), append(c.wall, wall)
+	}
 	for i := range c.seed[:2*n] {
 		c.seed[i] = seedByte(int64(off) + int64(i))
 	}
@@ -219,15 +274,31 @@ func (c *stepCompute) compare(s int64, what string, got, want []uint16, tol int)
 	return nil
 }
 
-// finish records the kernels' device time per step.
+// finish records the kernels' device and wall times per step, and with
+// --cuda-graphs the replays' beside them.
 func (c *stepCompute) finish() error {
-	s := sortedDurations(c.gpu)
-	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-	c.rep.StepGPUP50US, c.rep.StepGPUP99US = us(percentile(s, 0.50)), us(percentile(s, 0.99))
+	p := func(d []time.Duration) (p50, p99 float64) {
+		s := sortedDurations(d)
+		us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+		return us(percentile(s, 0.50)), us(percentile(s, 0.99))
+	}
+	r := c.rep
+	r.StepGPUP50US, r.StepGPUP99US = p(c.gpu)
+	r.StepKernelsWallP50US, r.StepKernelsWallP99US = p(c.wall)
+	ctx := context.Background()
+	var err error
+	if c.graph != nil {
+		r.GraphSteps = len(c.graphGPU)
+		if r.GraphSteps > 0 {
+			r.GraphStepGPUP50US, r.GraphStepGPUP99US = p(c.graphGPU)
+			r.GraphStepKernelsWallP50US, r.GraphStepKernelsWallP99US = p(c.graphWall)
+		}
+		err = c.m.DestroyGraph(ctx, c.graph.Name)
+	}
 	// The module's code is device memory the driver holds outside the
 	// ledger: unloaded here, the device's free memory is back where it was
 	// when run measures it after the release.
-	return c.m.UnloadModule(context.Background(), kernels.ModuleName)
+	return errors.Join(err, c.m.UnloadModule(ctx, kernels.ModuleName))
 }
 
 // computeText is the report's line for the kernels ("" without them).
@@ -238,8 +309,13 @@ func computeText(r *computeReport) string {
 	case r.ComputeSteps == 0:
 		return ""
 	}
-	return fmt.Sprintf("rmsnorm_bf16 (%s, offset %v, eps %g) and residual_add_bf16 in %d steps, within %d BF16 ulps of the Go reference; GPU time per step p50 %.1f µs, p99 %.1f µs",
-		r.ComputeNormWeight, r.ComputeNormOffset, r.ComputeEps, r.ComputeSteps, r.ComputeMaxULPs, r.StepGPUP50US, r.StepGPUP99US)
+	line := fmt.Sprintf("rmsnorm_bf16 (%s, offset %v, eps %g) and residual_add_bf16 in %d steps, within %d BF16 ulps of the Go reference; GPU time per step p50 %.1f µs, p99 %.1f µs; kernels' wall p50 %.1f µs",
+		r.ComputeNormWeight, r.ComputeNormOffset, r.ComputeEps, r.ComputeSteps, r.ComputeMaxULPs, r.StepGPUP50US, r.StepGPUP99US, r.StepKernelsWallP50US)
+	if r.ComputeCUDAGraphs {
+		line += fmt.Sprintf("; replayed as a CUDA graph in %d of them (odd steps): GPU p50 %.1f µs, p99 %.1f µs; kernels' wall p50 %.1f µs",
+			r.GraphSteps, r.GraphStepGPUP50US, r.GraphStepGPUP99US, r.GraphStepKernelsWallP50US)
+	}
+	return line
 }
 
 // bf16s decodes little-endian BF16 values.

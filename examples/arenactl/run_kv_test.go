@@ -50,9 +50,9 @@ func TestRunKVServesATrace(t *testing.T) {
 // A cache of 100 blocks cannot hold the trace at once: the scheduler
 // preempts, and every request still finishes.
 func TestRunKVPreempts(t *testing.T) {
-	rep := runKV(t, "--config", configPath("llama-3.1-8b"), "--max-batch-tokens", "2048", "--kv-blocks", "100", "--requests", "24")
-	if rep.KVBlocks != 100 || rep.Preemptions == 0 || rep.SequencesFinished != 24 || rep.KVPeakUsedBlocks > 99 {
-		t.Fatalf("100 blocks: %d blocks, %d preemptions, %d finished, peak %d used; want preemptions, 24 finished, at most 99 used",
+	rep := runKV(t, "--config", configPath("llama-3.1-8b"), "--max-batch-tokens", "2048", "--max-seq-len", "2048", "--kv-blocks", "100", "--requests", "16")
+	if rep.KVBlocks != 100 || rep.Preemptions == 0 || rep.SequencesFinished != 16 || rep.KVPeakUsedBlocks > 99 {
+		t.Fatalf("100 blocks: %d blocks, %d preemptions, %d finished, peak %d used; want preemptions, 16 finished, at most 99 used",
 			rep.KVBlocks, rep.Preemptions, rep.SequencesFinished, rep.KVPeakUsedBlocks)
 	}
 }

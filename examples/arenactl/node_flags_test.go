@@ -1,0 +1,28 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNodeRefusesBadFlagsBeforeStarting(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"node", "--listen", "7700"}, "--listen \"7700\""},
+		{[]string{"node", "--listen", "127.0.0.1:0"}, "--listen \"127.0.0.1:0\""},
+		{[]string{"node", "--membership-port", "7700"}, "--membership-port 7700"},
+		{[]string{"node", "--seeds", "nohost"}, "--seeds \"nohost\""},
+		{[]string{"node", "--devices", "99xh200"}, "--devices"},
+		{[]string{"node", "--backend", "tpu"}, "--backend \"tpu\""},
+		{[]string{"node", "--membership-refresh", "0s"}, "--membership-refresh"},
+	} {
+		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
+			r := cli(t, tc.args...)
+			if r.code != exitFailure || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and stderr naming %s", r.code, r.stdout, r.stderr, exitFailure, tc.want)
+			}
+		})
+	}
+}

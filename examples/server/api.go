@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuarena/gpuarena/examples/internal/serving"
+)
+
+// API limits.
+const (
+	// maxRequestBytes is the largest request body read (413 past it).
+	maxRequestBytes = 1 << 20
+	// maxN is the most choices (n) one request may ask for.
+	maxN = 16
+	// maxStops is the most stop strings, as the OpenAI API allows.
+	maxStops = 4
+	// defaultCompletionMaxTokens is max_tokens when a completion request
+	// leaves it out (the OpenAI API's default, 16); a chat request gets
+	// what the limit leaves after its prompt.
+	defaultCompletionMaxTokens = 16
+)
+
+// requestError is a bad request: status, the field and the message.
+type requestError struct {
+	status int
+	param  string
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+// badRequest is a 400 for param.
+func badRequest(param, format string, args ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+// generation is what one request asks the engine for.
+type generation struct {
+	prompt    []int32
+	maxTokens int
+	n         int
+	stops     []string
+	seed      uint64
+	stream    bool
+	usage     bool // stream_options.include_usage
+}
+
+// ids numbers responses.
+var ids atomic.Uint64
+
+// handleCompletions serves POST /v1/completions.
+func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if !s.decode(w, r, "completions", &req) {
+		return
+	}
+	g, rerr := s.parseCompletion(&req)
+	if rerr != nil {
+		s.fail(w, "completions", rerr)
+		return
+	}
+	id := "cmpl-" + strconv.FormatUint(ids.Add(1), 10)
+	s.serveGeneration(w, r, "completions", g, func(chunk bool, texts []string, finish []*string, u *usage) response {
+		choices := make([]completionChoice, 0, len(texts))
+		for i, t := range texts {
+			if chunk && t == "" && finish[i] == nil {
+				continue
+			}
+			choices = append(choices, completionChoice{Index: i, Text: t, FinishReason: finish[i]})
+		}
+		return response{ID: id, Object: "text_completion", Created: time.Now().Unix(), Model: s.name, Choices: choices, Usage: u}
+	})
+}
+
+// handleChat serves POST /v1/chat/completions.
+func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if !s.decode(w, r, "chat", &req) {
+		return
+	}
+	g, rerr := s.parseChat(&req)
+	if rerr != nil {
+		s.fail(w, "chat", rerr)
+		return
+	}
+	id := "chatcmpl-" + strconv.FormatUint(ids.Add(1), 10)
+	first := true
+	s.serveGeneration(w, r, "chat", g, func(chunk bool, texts []string, finish []*string, u *usage) response {
+		object := "chat.completion"
+		choices := make([]chatChoice, 0, len(texts))
+		for i, t := range texts {
+			c := chatChoice{Index: i, FinishReason: finish[i]}
+			switch {
+			case !chunk:
+				c.Message = &chatMessage{Role: "assistant", Content: t}
+			case t == "" && finish[i] == nil && !first:
+				continue
+			default:
+				c.Delta = &chatDelta{Content: t}
+				if first {
+					c.Delta.Role = "assistant"
+				}
+			}
+			choices = append(choices, c)
+		}
+		if chunk {
+			object = "chat.completion.chunk"
+			first = false
+		}
+		return response{ID: id, Object: object, Created: time.Now().Unix(), Model: s.name, Choices: choices, Usage: u}
+	})
+}
+
+// decode reads r's JSON body into v (at most maxRequestBytes); on an
+// error it answers 400 or 413 and returns false.
+func (s *server) decode(w http.ResponseWriter, r *http.Request, endpoint string, v any) bool {
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.fail(w, endpoint, &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)})
+	case err != nil:
+		s.fail(w, endpoint, badRequest("", "request body is not valid JSON for this endpoint: %v", err))
+	default:
+		return true
+	}
+	return false
+}
+
+// parseCompletion checks a completion request.
+func (s *server) parseCompletion(req *completionRequest) (generation, *requestError) {
+	var prompt string
+	if err := json.Unmarshal(req.Prompt, &prompt); err != nil {
+		var list []string
+		if json.Unmarshal(req.Prompt, &list) != nil || len(list) != 1 {
+			return generation{}, badRequest("prompt", "prompt must be a string or an array of one string")
+		}
+		prompt = list[0]
+	}
+	g, rerr := s.parseCommon(req.Model, prompt, &req.samplingFields)
+	if rerr != nil {
+		return g, rerr
+	}
+	return g, s.setMaxTokens(&g, "max_tokens", req.MaxTokens, defaultCompletionMaxTokens)
+}
+
+// parseChat checks a chat request.
+func (s *server) parseChat(req *chatRequest) (generation, *requestError) {
+	if len(req.Messages) == 0 {
+		return generation{}, badRequest("messages", "messages must hold at least one message")
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "user", "assistant", "developer", "tool":
+		default:
+			return generation{}, badRequest("messages", "messages[%d].role %q: want system, developer, user, assistant or tool", i, m.Role)
+		}
+	}
+	g, rerr := s.parseCommon(req.Model, chatPrompt(req.Messages), &req.samplingFields)
+	if rerr != nil {
+		return g, rerr
+	}
+	param, mt := "max_tokens", req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		param, mt = "max_completion_tokens", req.MaxCompletionTokens
+	}
+	return g, s.setMaxTokens(&g, param, mt, s.limit-len(g.prompt))
+}
+
+// parseCommon checks what both endpoints share.
+func (s *server) parseCommon(model, prompt string, f *samplingFields) (generation, *requestError) {
+	g := generation{prompt: encode(prompt), n: 1, stream: f.Stream}
+	switch {
+	case model != "" && model != s.name:
+		return g, &requestError{status: http.StatusNotFound, param: "model", msg: fmt.Sprintf("model %q does not exist; this server serves %q", model, s.name)}
+	case prompt == "":
+		return g, badRequest("prompt", "the prompt is empty")
+	}
+	if f.N != nil {
+		if *f.N < 1 || *f.N > maxN {
+			return g, badRequest("n", "n is %d: it must be in [1, %d]", *f.N, maxN)
+		}
+		g.n = *f.N
+	}
+	if len(f.Stop) > 0 && string(f.Stop) != "null" {
+		var one string
+		if err := json.Unmarshal(f.Stop, &one); err == nil {
+			g.stops = []string{one}
+		} else if err := json.Unmarshal(f.Stop, &g.stops); err != nil {
+			return g, badRequest("stop", "stop must be a string or an array of strings")
+		}
+		if len(g.stops) > maxStops {
+			return g, badRequest("stop", "%d stop strings: at most %d", len(g.stops), maxStops)
+		}
+		for _, st := range g.stops {
+			if st == "" {
+				return g, badRequest("stop", "a stop string is empty")
+			}
+		}
+	}
+	if f.Seed != nil {
+		g.seed = uint64(*f.Seed)
+	}
+	g.usage = f.StreamOptions != nil && f.StreamOptions.IncludeUsage
+	return g, nil
+}
+
+// setMaxTokens sets g's max_tokens from the request (def when absent) and
+// checks the request's length against the limit.
+func (s *server) setMaxTokens(g *generation, param string, mt *int, def int) *requestError {
+	g.maxTokens = def
+	if mt != nil {
+		if *mt < 1 {
+			return badRequest(param, "%s is %d: it must be at least 1", param, *mt)
+		}
+		g.maxTokens = *mt
+	}
+	if len(g.prompt)+max(g.maxTokens, 1) > s.limit {
+		return &requestError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(
+			"this model's maximum context length is %d tokens (min(max_batch_tokens, max_seq_len)); you requested %d tokens (%d in the prompt, %d for the completion): shorten the prompt or lower %s",
+			s.limit, len(g.prompt)+g.maxTokens, len(g.prompt), g.maxTokens, param)}
+	}
+	return nil
+}
+
+// render makes a response (chunk: a stream's chunk) of the choices'
+// texts and finish reasons, with usage when not nil.
+type render func(chunk bool, texts []string, finish []*string, u *usage) response
+
+// serveGeneration runs g through the engine and answers, streaming or
+// not. A client that goes away ends its choices (their blocks are freed
+// at the engine's next step).
+func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, endpoint string, g generation, mk render) {
+	ctx := r.Context()
+	reqs := make([]serving.LiveRequest, g.n)
+	seeds := make([]uint64, g.n)
+	for i := range reqs {
+		reqs[i] = serving.LiveRequest{Prompt: g.prompt, MaxTokens: g.maxTokens}
+		seeds[i] = g.seed*uint64(maxN) + uint64(i)
+	}
+	sub, err := s.engine.submit(ctx, reqs, seeds)
+	if err != nil {
+		var le *serving.LengthError
+		switch {
+		case errors.As(err, &le):
+			s.fail(w, endpoint, badRequest("max_tokens", "%v", err))
+		case ctx.Err() != nil:
+		default:
+			s.fail(w, endpoint, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})
+		}
+		return
+	}
+	texts := make([]string, g.n)
+	finish := make([]*string, g.n)
+	counted := usage{PromptTokens: len(g.prompt) * g.n}
+	var sse *sseWriter
+	if g.stream {
+		sse = newSSEWriter(w)
+	}
+	err = s.collect(ctx, sub, g, &counted, func(choice int, text string, reason string) error {
+		if !g.stream {
+			texts[choice] += text
+			if reason != "" {
+				finish[choice] = &reason
+			}
+			return nil
+		}
+		t := make([]string, g.n)
+		f := make([]*string, g.n)
+		t[choice] = text
+		if reason != "" {
+			f[choice] = &reason
+		}
+		return sse.send(mk(true, t, f, nil))
+	})
+	counted.TotalTokens = counted.PromptTokens + counted.CompletionTokens
+	if err != nil {
+		s.engine.cancel(sub, finishAbort)
+		if !g.stream && ctx.Err() == nil {
+			s.fail(w, endpoint, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})
+		}
+		return
+	}
+	s.metrics.requests.WithLabelValues(endpoint, "200").Inc()
+	if !g.stream {
+		writeJSON(w, http.StatusOK, mk(false, texts, finish, &counted))
+		return
+	}
+	if g.usage {
+		if sse.send(mk(true, nil, nil, &counted)) != nil {
+			return
+		}
+	}
+	sse.done()
+}
+
+// collect reads sub's events until every choice ended, calling emit with
+// each piece of text a choice may send and, at its end, its finish
+// reason; it applies the stop strings and counts completion tokens.
+// Errors: emit's (the client is gone), the context's, or a choice that
+// ended with an error (a step failed, the KV cache is too small).
+func (s *server) collect(ctx context.Context, sub *submission, g generation, u *usage, emit func(choice int, text, reason string) error) error {
+	matchers := make([]stopMatcher, g.n)
+	ended := make([]bool, g.n)
+	for i := range matchers {
+		matchers[i].stops = g.stops
+	}
+	for left := g.n; left > 0; {
+		var ev event
+		select {
+		case ev = <-sub.events:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c := ev.choice
+		if ended[c] {
+			continue
+		}
+		if ev.finish != "" {
+			ended[c] = true
+			left--
+			if ev.err != nil {
+				return ev.err
+			}
+			if err := emit(c, matchers[c].flush(), ev.finish); err != nil {
+				return err
+			}
+			continue
+		}
+		u.CompletionTokens++
+		text, hit := matchers[c].push(decode(ev.token))
+		if hit {
+			ended[c] = true
+			left--
+			s.engine.cancel(&submission{keys: sub.keys[c : c+1]}, finishStop)
+			if err := emit(c, text, finishStop); err != nil {
+				return err
+			}
+			continue
+		}
+		if text != "" {
+			if err := emit(c, text, ""); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fail answers rerr as the OpenAI API's error body.
+func (s *server) fail(w http.ResponseWriter, endpoint string, rerr *requestError) {
+	body := apiError{Error: apiErrorBody{Message: rerr.msg, Type: "invalid_request_error"}}
+	if rerr.status >= 500 {
+		body.Error.Type = "server_error"
+	}
+	if rerr.param != "" {
+		body.Error.Param = &rerr.param
+	}
+	s.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(rerr.status)).Inc()
+	writeJSON(w, rerr.status, body)
+}
+
+// handleModels serves GET /v1/models: the one model served.
+func (s *server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{{
+		"id": s.name, "object": "model", "created": s.started.Unix(), "owned_by": "gpuarena", "max_model_len": s.limit,
+	}}})
+}
+
+// writeJSON writes v as the response body with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// sseWriter writes server-sent events, flushing each.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// newSSEWriter starts an event stream on w.
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+// send writes one "data: JSON" event. Errors: the connection's.
+func (s *sseWriter) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// done ends the stream with "data: [DONE]".
+func (s *sseWriter) done() {
+	if _, err := fmt.Fprint(s.w, "data: [DONE]\n\n"); err == nil {
+		_ = s.rc.Flush()
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// A completion is reproducible, its stream carries the same text, and its
+// usage counts the tokens; n choices differ from each other.
+func TestCompletionStreamAndNot(t *testing.T) {
+	ts := startTestServer(t, 4000)
+	body := `{"prompt": "The ledger says", "max_tokens": 12, "n": 3, "seed": 5}`
+	var a, b completion
+	if code := ts.postJSON(t, "/v1/completions", body, &a); code != 200 || len(a.Choices) != 3 {
+		t.Fatalf("status %d, %+v", code, a)
+	}
+	ts.postJSON(t, "/v1/completions", body, &b)
+	for i := range a.Choices {
+		if a.Choices[i].Text != b.Choices[i].Text || a.Choices[i].Text == "" || *a.Choices[i].FinishReason != "length" {
+			t.Fatalf("choice %d: %q then %q (%v): want the same non-empty text, finish length", i, a.Choices[i].Text, b.Choices[i].Text, *a.Choices[i].FinishReason)
+		}
+	}
+	if a.Choices[0].Text == a.Choices[1].Text {
+		t.Fatalf("choices 0 and 1 are both %q", a.Choices[0].Text)
+	}
+	if u := a.Usage; u.PromptTokens != 3*len("The ledger says") || u.CompletionTokens != 36 || u.TotalTokens != u.PromptTokens+36 {
+		t.Fatalf("usage %+v", u)
+	}
+	resp := ts.post(t, "/v1/completions", strings.Replace(body, `"seed"`, `"stream": true, "stream_options": {"include_usage": true}, "seed"`, 1))
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	chunks, done := readStream(t, resp.Body)
+	texts := make([]string, 3)
+	finished := 0
+	for _, c := range chunks {
+		for _, ch := range c.Choices {
+			texts[ch.Index] += ch.Text
+			if ch.FinishReason != nil {
+				finished++
+			}
+		}
+	}
+	last := chunks[len(chunks)-1]
+	if !done || finished != 3 || last.Usage == nil || last.Usage.CompletionTokens != 36 {
+		t.Fatalf("stream: done %v, %d finished, last chunk %+v", done, finished, last)
+	}
+	for i := range texts {
+		if texts[i] != a.Choices[i].Text {
+			t.Fatalf("choice %d streamed %q, not streamed %q", i, texts[i], a.Choices[i].Text)
+		}
+	}
+	if seqs, used := ts.kvClean(t); seqs != 0 || used != 0 {
+		t.Fatalf("after the requests: %d sequences, %d blocks used", seqs, used)
+	}
+}
+
+// A stop string ends a choice before it, with finish_reason stop, in
+// both modes; the chat endpoint answers as an assistant message.
+func TestStopStrings(t *testing.T) {
+	ts := startTestServer(t, 4000)
+	var full completion
+	ts.postJSON(t, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20}`, &full)
+	text := full.Choices[0].Message.Content
+	words := strings.Fields(text)
+	if len(words) < 6 {
+		t.Fatalf("reply %q: too short to pick a stop string", text)
+	}
+	stop := " " + words[4]
+	want := text[:strings.Index(text, stop)]
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "stop": [%q, "never-seen"], "stream": %v}`, stop, stream)
+		got, reason := "", ""
+		if stream {
+			resp := ts.post(t, "/v1/chat/completions", body)
+			chunks, done := readStream(t, resp.Body)
+			resp.Body.Close()
+			if !done {
+				t.Fatal("stream without [DONE]")
+			}
+			for _, c := range chunks {
+				for _, ch := range c.Choices {
+					got += ch.Delta.Content
+					if ch.FinishReason != nil {
+						reason = *ch.FinishReason
+					}
+				}
+			}
+		} else {
+			var c completion
+			ts.postJSON(t, "/v1/chat/completions", body, &c)
+			got, reason = c.Choices[0].Message.Content, *c.Choices[0].FinishReason
+		}
+		if got != want || reason != "stop" {
+			t.Fatalf("stream %v, stop %q: %q (%s), want %q (stop)", stream, stop, got, reason, want)
+		}
+	}
+	if seqs, used := ts.kvClean(t); seqs != 0 || used != 0 {
+		t.Fatalf("after stop strings: %d sequences, %d blocks used", seqs, used)
+	}
+}
+
+// A client that goes away mid-stream frees its sequences' blocks.
+func TestClientDisconnectFreesBlocks(t *testing.T) {
+	ts := startTestServer(t, 4000)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions",
+		strings.NewReader(`{"prompt": "`+strings.Repeat("a long prompt ", 20)+`", "max_tokens": 200, "n": 4, "stream": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := resp.Body.Read(buf); err != nil { // the stream has started
+		t.Fatal(err)
+	}
+	st, err := ts.m.KVStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Groups[0].Used == 0 {
+		t.Fatal("no block used while 4 sequences stream")
+	}
+	cancel()
+	resp.Body.Close()
+	if seqs, used := ts.kvClean(t); seqs != 0 || used != 0 {
+		t.Fatalf("after the client left: %d sequences, %d blocks used", seqs, used)
+	}
+}
+
+// Bad requests get a 4xx with a message naming the problem, and the
+// server goes on serving.
+func TestBadRequests(t *testing.T) {
+	ts := startTestServer(t, 4000)
+	long := strings.Repeat("x", 500)
+	for _, c := range []struct {
+		name, path, body string
+		status           int
+		says             string
+	}{
+		{"malformed JSON", "/v1/completions", `{"prompt": "a"`, 400, "not valid JSON"},
+		{"negative max_tokens", "/v1/completions", `{"prompt": "a", "max_tokens": -1}`, 400, "at least 1"},
+		{"zero max_tokens", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "max_tokens": 0}`, 400, "at least 1"},
+		{"huge n", "/v1/completions", `{"prompt": "a", "n": 100000}`, 400, "n is 100000"},
+		{"over-long prompt", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 20}`, 400, "maximum context length is 512 tokens"},
+		{"oversized body", "/v1/completions", `{"prompt": "` + strings.Repeat("y", 2<<20) + `"}`, 413, "larger than 1048576 bytes"},
+		{"empty prompt", "/v1/completions", `{"prompt": ""}`, 400, "empty"},
+		{"batch of prompts", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, "one string"},
+		{"unknown model", "/v1/completions", `{"model": "gpt-9", "prompt": "a"}`, 404, "does not exist"},
+		{"bad role", "/v1/chat/completions", `{"messages": [{"role": "robot", "content": "a"}]}`, 400, "role"},
+		{"no messages", "/v1/chat/completions", `{"messages": []}`, 400, "at least one message"},
+		{"bad stop", "/v1/completions", `{"prompt": "a", "stop": 7}`, 400, "stop must be"},
+	} {
+		var got completion
+		if code := ts.postJSON(t, c.path, c.body, &got); code != c.status || got.Error == nil || !strings.Contains(got.Error.Message, c.says) {
+			t.Errorf("%s: status %d, %+v; want %d saying %q", c.name, code, got.Error, c.status, c.says)
+		}
+	}
+	var ok completion
+	if code := ts.postJSON(t, "/v1/completions", `{"prompt": "still there?", "max_tokens": 2}`, &ok); code != 200 || ok.Usage.CompletionTokens != 2 {
+		t.Fatalf("after the bad requests: %d, %+v", code, ok)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/debug/ledger", "/metrics", "/v1/models"} {
+		resp, err := http.Get(ts.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// The OpenAI API's request and response bodies, as much of them as the
+// server serves (https://platform.openai.com/docs/api-reference/completions,
+// .../chat). Fields a client may send that the stand-in model has no use
+// for (temperature, top_p, logprobs, …) are accepted and ignored.
+
+// completionRequest is POST /v1/completions' body.
+type completionRequest struct {
+	Model     string          `json:"model"`
+	Prompt    json.RawMessage `json:"prompt"` // a string, or an array of one string
+	MaxTokens *int            `json:"max_tokens"`
+	samplingFields
+}
+
+// chatRequest is POST /v1/chat/completions' body.
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	samplingFields
+}
+
+// samplingFields are the fields both endpoints share.
+type samplingFields struct {
+	Stop          json.RawMessage `json:"stop"` // a string or an array of strings
+	N             *int            `json:"n"`
+	Stream        bool            `json:"stream"`
+	Seed          *int64          `json:"seed"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// chatMessage is one message; Content is a string or an array of text
+// parts ({"type": "text", "text": ...}), read as their concatenation.
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// UnmarshalJSON reads Content as a string or an array of text parts.
+func (m *chatMessage) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	m.Role = raw.Role
+	if len(raw.Content) == 0 || string(raw.Content) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw.Content, &m.Content); err == nil {
+		return nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw.Content, &parts); err != nil {
+		return errors.New("content: want a string or an array of text parts")
+	}
+	for _, p := range parts {
+		if p.Type != "text" {
+			return fmt.Errorf("content part of type %q: only text is served", p.Type)
+		}
+		m.Content += p.Text
+	}
+	return nil
+}
+
+// usage is the token counts of a response.
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// completionChoice is a choice of a completion (a whole one or a chunk).
+type completionChoice struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	FinishReason *string `json:"finish_reason"`
+	Logprobs     *string `json:"logprobs"`
+}
+
+// chatChoice is a choice of a chat completion; Message in a whole one,
+// Delta in a chunk.
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatDelta   `json:"delta,omitempty"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+// chatDelta is a chunk's new text of a choice.
+type chatDelta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content,omitempty"`
+}
+
+// MarshalJSON writes a message's content as a string.
+func (m chatMessage) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}{m.Role, m.Content})
+}
+
+// response is a completion, a chat completion, or a chunk of either.
+type response struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices any    `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
+}
+
+// apiError is the OpenAI API's error body.
+type apiError struct {
+	Error apiErrorBody `json:"error"`
+}
+
+// apiErrorBody says what was wrong: Type "invalid_request_error" for the
+// client's mistakes, Param the field.
+type apiErrorBody struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}

@@ -1,0 +1,44 @@
+// Server is a reference OpenAI-compatible inference server on gpuarena:
+// the program a Go team copies to start its engine. See README.md.
+//
+//	server --model DIR  [serving flags]   load the weights and serve
+//	server --config F   [serving flags]   serve the arena and KV cache only
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// main runs the server until SIGTERM or Ctrl-C, then shuts it down
+// gracefully; see serverLong for the exit statuses.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := execute(ctx, os.Args[1:], os.Stderr, nil)
+	stop()
+	os.Exit(code)
+}
+
+// execute runs the command with args and returns the exit status; the
+// error, if any, is printed once on stderr.
+func execute(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) int {
+	cmd := newCommand(stderr, ready)
+	cmd.SetArgs(args)
+	cmd.SetOut(stderr)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "server: %v\n", err)
+	var nf *NotFitError
+	if errors.As(err, &nf) {
+		return exitNoFit
+	}
+	return exitFailure
+}

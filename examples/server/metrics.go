@@ -1,0 +1,109 @@
+package main
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuarena/gpuarena/examples/internal/serving"
+	"github.com/gpuarena/gpuarena/kvcache"
+)
+
+// serverMetrics are the server's own metrics, beside the manager's
+// (Manager.Collector) on the same registry.
+type serverMetrics struct {
+	ttft, itl   prometheus.Histogram
+	queue       prometheus.Gauge
+	running     prometheus.Gauge
+	kvBlocks    *prometheus.GaugeVec
+	prefixRate  prometheus.Gauge
+	preemptions prometheus.Counter
+	requests    *prometheus.CounterVec
+}
+
+// newServerMetrics registers the server's metrics on reg.
+func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
+	latency := prometheus.ExponentialBuckets(100e-6, 2, 18) // 100 µs to ~13 s
+	m := &serverMetrics{
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_time_to_first_token_seconds",
+			Help: "Time from a choice's admission to the queue to its first token, in seconds.", Buckets: latency}),
+		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_inter_token_latency_seconds",
+			Help: "Time between two tokens of one choice, in seconds.", Buckets: latency}),
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuarena_server_queue_depth",
+			Help: "Sequences waiting for admission (preempted ones included)."}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuarena_server_running_sequences",
+			Help: "Sequences holding KV blocks and generating."}),
+		kvBlocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuarena_server_kv_blocks",
+			Help: "KV blocks of the first KV cache group by state: used (in a sequence's table), cached (free, holding a prefix), free."}, []string{"state"}),
+		prefixRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuarena_server_prefix_hit_rate",
+			Help: "Prompt tokens found in the prefix cache over prompt tokens admitted, since start."}),
+		preemptions: prometheus.NewCounter(prometheus.CounterOpts{Name: "gpuarena_server_preemptions_total",
+			Help: "Running sequences preempted (freed, to be computed again) for lack of KV blocks."}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuarena_server_requests_total",
+			Help: "API requests answered, by endpoint and HTTP status."}, []string{"endpoint", "code"}),
+	}
+	reg.MustRegister(m.ttft, m.itl, m.queue, m.running, m.kvBlocks, m.prefixRate, m.preemptions, m.requests)
+	return m
+}
+
+// observeStep records a scheduled step.
+func (m *serverMetrics) observeStep(b serving.Batch, s *serving.Live) {
+	m.queue.Set(float64(s.Waiting()))
+	m.running.Set(float64(s.Running()))
+	m.preemptions.Add(float64(b.Preemptions))
+	if len(b.Counts) > 0 {
+		c := b.Counts[0]
+		m.kvBlocks.WithLabelValues("used").Set(float64(c.Used))
+		m.kvBlocks.WithLabelValues("cached").Set(float64(c.Cached))
+		m.kvBlocks.WithLabelValues("free").Set(float64(c.Free))
+	}
+	if st := s.Stats(); st.PrefillTokens > 0 {
+		m.prefixRate.Set(float64(st.CachedTokens) / float64(st.PrefillTokens))
+	}
+}
+
+// kvSample is the first KV group's blocks at one time.
+type kvSample struct {
+	At                        time.Time
+	Used, Cached, Free, Total int
+}
+
+// kvHistory keeps the KV cache's use over the last historyWindow, one
+// sample per historyEvery at most, for the memory page.
+type kvHistory struct {
+	mu      sync.Mutex
+	samples []kvSample
+}
+
+const (
+	historyWindow = 5 * time.Minute
+	historyEvery  = time.Second
+)
+
+// add records counts at now, unless the last sample is more recent than
+// historyEvery; samples older than historyWindow are dropped.
+func (h *kvHistory) add(now time.Time, counts []kvcache.GroupCounts) {
+	if len(counts) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.samples); n > 0 && now.Sub(h.samples[n-1].At) < historyEvery {
+		return
+	}
+	c := counts[0]
+	h.samples = append(h.samples, kvSample{At: now, Used: c.Used, Cached: c.Cached, Free: c.Free, Total: c.Total})
+	drop := 0
+	for drop < len(h.samples) && now.Sub(h.samples[drop].At) > historyWindow {
+		drop++
+	}
+	h.samples = h.samples[drop:]
+}
+
+// snapshot returns a copy of the samples, oldest first.
+func (h *kvHistory) snapshot() []kvSample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]kvSample(nil), h.samples...)
+}

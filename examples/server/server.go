@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/arena"
+)
+
+// cutWait is how long a shutdown past its deadline waits for the cut
+// streams' handlers to return before closing every connection.
+const cutWait = time.Second
+
+// server is the inference server: the manager with its weights, arena and
+// KV cache, the engine that steps it, and the HTTP API in front.
+type server struct {
+	m       *gpuarena.Manager
+	engine  *engine
+	reg     *prometheus.Registry
+	metrics *serverMetrics
+	history *kvHistory
+	log     *slog.Logger
+	name    string // the served model's name
+	limit   int    // min(max_batch_tokens, max_seq_len): the longest request
+	plan    *arena.Plan
+	fit     *arena.FitReport
+	started time.Time
+
+	http     *http.Server
+	draining atomic.Bool
+}
+
+// handler is the server's routes.
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /debug/ledger", s.handleLedger)
+	mux.HandleFunc("GET /debug/memory", s.handleMemory)
+	return mux
+}
+
+// serve answers on ln until shutdown; it returns nil after a shutdown.
+func (s *server) serve(ln net.Listener) error {
+	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.engine.start()
+	s.log.Info("server: listening", "addr", ln.Addr().String(), "model", s.name)
+	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// shutdown stops the server gracefully: /readyz turns 503, the listener
+// closes, and the requests in flight run to their end until ctx's
+// deadline; then the streams still open are cut (each choice ends with
+// finish_reason "abort" and the stream with [DONE]), the engine stops,
+// and the manager releases everything and closes. It returns the first
+// error of those steps.
+func (s *server) shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	var errs []error
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			s.log.Warn("server: requests still running at the shutdown deadline; cutting them", "err", err)
+			s.engine.close() // every live choice ends with "abort"
+			// The cut handlers end at once; connections accepted but
+			// without a request yet (which Shutdown waits 5 s for) are
+			// closed after cutWait.
+			cut, cancel := context.WithTimeout(context.Background(), cutWait)
+			if err := s.http.Shutdown(cut); err != nil {
+				errs = append(errs, s.http.Close())
+			}
+			cancel()
+		}
+	}
+	s.engine.close()
+	rel, err := s.m.Release(context.Background())
+	if errors.Is(err, gpuarena.ErrNoArena) {
+		err = nil
+	}
+	errs = append(errs, err, s.m.Close())
+	s.log.Info("server: released", "allocations_freed", rel.Freed)
+	return errors.Join(errs...)
+}
+
+// handleHealth is liveness: 200 while the process serves HTTP.
+func (s *server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReady is readiness: 200 while the engine takes requests, 503
+// while shutting down or after a failed step.
+func (s *server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case s.draining.Load():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting down"})
+	case s.m.Err() != nil:
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "device failed", "error": s.m.Err().Error()})
+	default:
+		select {
+		case <-s.engine.done:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "engine stopped"})
+		default:
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		}
+	}
+}
+
+// handleLedger serves GET /debug/ledger: the manager's ledger snapshot.
+func (s *server) handleLedger(w http.ResponseWriter, r *http.Request) {
+	l, err := s.m.Ledger(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: apiErrorBody{Message: err.Error(), Type: "server_error"}})
+		return
+	}
+	writeJSON(w, http.StatusOK, l)
+}

@@ -1,0 +1,19 @@
+// Package node makes a host's devices one member of a gpuarena cluster
+// over protoactor-go's remote and cluster packages: Start joins the
+// cluster (membership from a Provider: Automanaged needs no outside
+// service), publishes the node's inventory through the cluster's gossip
+// (InventoryKey) on every change and every period, and spawns the gateway
+// actor (GatewayName) that takes the nodepb messages — inventory, cluster
+// inventory, preflight, reserve, renew, release, ledger, placement — and
+// translates them into calls of the devices' gpuarena managers (placement:
+// Place, arena.FitRanks per device over the gossiped inventories). Client
+// asks a node's gateway from any actor system with a remote.
+//
+// A reservation is idempotent and leased: its key names it (a repeated
+// reserve with the same arguments returns the same reservation and renews
+// it), its memory is one Manager.Alloc under the ledger owner
+// ReservationOwnerPrefix + key, and a lease not renewed within its TTL is
+// freed by the node. The node's ledger is the truth; a reserve that does
+// not fit is refused with ERROR_CODE_OUT_OF_MEMORY, which a Client returns
+// as a *RemoteError matching gpuarena.ErrOutOfMemory.
+package node

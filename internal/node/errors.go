@@ -1,0 +1,112 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/nodepb"
+)
+
+// Sentinels of the refusals a node answers; a *RemoteError wraps the one of
+// its code, so a caller tests errors.Is(err, ErrNotFound) on any host.
+var (
+	// ErrUnknownDevice: a device index the node does not have.
+	ErrUnknownDevice = errors.New("unknown device")
+	// ErrNotFound: no reservation has the key (never made, released, or
+	// its lease lapsed).
+	ErrNotFound = errors.New("no reservation with that key")
+	// ErrKeyConflict: the key names a reservation made with other
+	// arguments (another device, size or label).
+	ErrKeyConflict = errors.New("reservation key already used with other arguments")
+	// ErrUnknownMessage: a message type the gateway does not take.
+	ErrUnknownMessage = errors.New("message type not taken by the node gateway")
+	// ErrInternal: a failure without a code of its own.
+	ErrInternal = errors.New("node internal error")
+)
+
+// RemoteError is a refusal as a node's gateway answered it: its code and
+// message, and for ERROR_CODE_OUT_OF_MEMORY the bytes asked and those the
+// budget had left. errors.Is matches the sentinel of its code:
+// gpuarena.ErrOutOfMemory, gpuarena.ErrInvalidValue, gpuarena.ErrClosed,
+// ErrUnknownDevice, ErrNotFound, ErrKeyConflict, ErrUnknownMessage or
+// ErrInternal.
+type RemoteError struct {
+	// Address is the node that answered ("host:port").
+	Address string
+	// Code is the refusal's kind.
+	Code nodepb.ErrorCode
+	// Message is the node's own message.
+	Message string
+	// RequestedBytes and AvailableBytes are set for out-of-memory: the
+	// bytes asked and the bytes the device's budget had left.
+	RequestedBytes, AvailableBytes int64
+}
+
+// Error says which node refused and why.
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("node %s: %s", e.Address, e.Message)
+}
+
+// Unwrap returns the sentinel of the code.
+func (e *RemoteError) Unwrap() error { return codeSentinel(e.Code) }
+
+// codeSentinel is the Go error a code stands for.
+func codeSentinel(c nodepb.ErrorCode) error {
+	switch c {
+	case nodepb.ErrorCode_ERROR_CODE_OUT_OF_MEMORY:
+		return gpuarena.ErrOutOfMemory
+	case nodepb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT:
+		return gpuarena.ErrInvalidValue
+	case nodepb.ErrorCode_ERROR_CODE_UNKNOWN_DEVICE:
+		return ErrUnknownDevice
+	case nodepb.ErrorCode_ERROR_CODE_NOT_FOUND:
+		return ErrNotFound
+	case nodepb.ErrorCode_ERROR_CODE_KEY_CONFLICT:
+		return ErrKeyConflict
+	case nodepb.ErrorCode_ERROR_CODE_CLOSED:
+		return gpuarena.ErrClosed
+	case nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:
+		return ErrUnknownMessage
+	}
+	return ErrInternal
+}
+
+// wireError is err as the gateway answers it: the code of the first
+// sentinel err matches, its message, and an out-of-memory error's bytes.
+func wireError(err error) *nodepb.Error {
+	if err == nil {
+		return nil
+	}
+	w := &nodepb.Error{Code: nodepb.ErrorCode_ERROR_CODE_INTERNAL, Message: err.Error()}
+	for _, c := range []nodepb.ErrorCode{
+		nodepb.ErrorCode_ERROR_CODE_OUT_OF_MEMORY,
+		nodepb.ErrorCode_ERROR_CODE_UNKNOWN_DEVICE,
+		nodepb.ErrorCode_ERROR_CODE_NOT_FOUND,
+		nodepb.ErrorCode_ERROR_CODE_KEY_CONFLICT,
+		nodepb.ErrorCode_ERROR_CODE_CLOSED,
+		nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
+		nodepb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT,
+	} {
+		if errors.Is(err, codeSentinel(c)) {
+			w.Code = c
+			break
+		}
+	}
+	var oom *gpuworker.OutOfMemoryError
+	if errors.As(err, &oom) {
+		w.RequestedBytes = oom.Bytes
+		w.AvailableBytes = max(oom.Bytes-oom.ShortfallBytes, 0)
+	}
+	return w
+}
+
+// remoteError is w from the node at address as a Go error; nil for nil.
+func remoteError(address string, w *nodepb.Error) error {
+	if w == nil {
+		return nil
+	}
+	return &RemoteError{Address: address, Code: w.Code, Message: w.Message,
+		RequestedBytes: w.RequestedBytes, AvailableBytes: w.AvailableBytes}
+}

@@ -45,13 +45,23 @@ func benchGroup(b *testing.B, n int, opts ...gpuarena.GroupOption) *gpuarena.Gro
 
 // BenchmarkGroupRoundTrip is the aggregate throughput of round trips to the
 // GPU threads (Manager.MemInfo: one request, one driver call) with one
-// caller per rank, each to its own rank, at 1 and 8 devices: ns/op is the
-// wall time per round trip of all ranks together, round-trips/s its
-// inverse.
+// caller per rank, each to its own rank, at 1 and 8 devices (8 with
+// GroupSpin's choice, which parks on 16 cores, and with every rank
+// spinning): ns/op is the wall time per round trip of all ranks together,
+// round-trips/s its inverse.
 func BenchmarkGroupRoundTrip(b *testing.B) {
-	for _, n := range []int{1, 8} {
-		b.Run(fmt.Sprintf("devices=%d", n), func(b *testing.B) {
-			g := benchGroup(b, n)
+	for _, c := range []struct {
+		n    int
+		name string
+		opts []gpuarena.GroupOption
+	}{
+		{1, "policy", nil},
+		{8, "policy", nil},
+		{8, "spin", []gpuarena.GroupOption{gpuarena.WithGroupSpin(gpuworker.DefaultSpin)}},
+	} {
+		n := c.n
+		b.Run(fmt.Sprintf("devices=%d/%s", n, c.name), func(b *testing.B) {
+			g := benchGroup(b, n, c.opts...)
 			ctx := context.Background()
 			var next atomic.Int64
 			start := time.Now()

@@ -337,8 +337,8 @@ func TestGroupSpin(t *testing.T) {
 		ranks, procs int
 		want         time.Duration
 	}{
-		{1, 1, 0}, {1, 2, 0}, {1, 3, gpuworker.DefaultSpin}, {2, 4, 0}, {2, 5, gpuworker.DefaultSpin},
-		{8, 2, 0}, {8, 16, 0}, {8, 17, gpuworker.DefaultSpin}, {0, 16, 0},
+		{1, 1, 0}, {1, 2, gpuworker.DefaultSpin}, {2, 3, 0}, {2, 4, gpuworker.DefaultSpin},
+		{8, 2, 0}, {8, 15, 0}, {8, 16, gpuworker.DefaultSpin}, {9, 16, 0}, {0, 16, 0},
 	} {
 		if got := gpuarena.GroupSpin(tc.ranks, tc.procs); got != tc.want {
 			t.Errorf("GroupSpin(%d ranks, %d procs) = %v, want %v", tc.ranks, tc.procs, got, tc.want)

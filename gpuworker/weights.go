@@ -71,12 +71,13 @@ func (o LoadOptions) Validate() error {
 	return nil
 }
 
-// piece is the part of one tensor a chunk carries: n bytes from offset off
-// of tensor t, at offset at of the staging buffer.
+// piece is the part of one tensor a chunk carries: n bytes read from
+// offset src of the file's tensor, for offset off of device tensor t, at
+// offset at of the staging buffer.
 type piece struct {
-	t      int
-	off, n int64
-	at     int64
+	t           int
+	off, src, n int64
+	at          int64
 }
 
 // filled is a staging buffer the reader filled with chunk k (or failed to).
@@ -111,16 +112,28 @@ type filled struct {
 // cause (the context's error, checkpoint.ErrTruncated or checkpoint.ErrRead
 // for a file that changed since Open). Other errors: ErrInvalidValue for a
 // nil checkpoint or a bad option; ErrClosed; ErrReentrant.
-func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opts LoadOptions) (_ *device.Weights, err error) {
+func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opts LoadOptions) (*device.Weights, error) {
+	if ck == nil {
+		return nil, fmt.Errorf("load weights: %w: nil checkpoint", ErrInvalidValue)
+	}
+	tensors := ck.Tensors()
+	ranges := make([][]arena.ByteRange, len(tensors))
+	for i, t := range tensors {
+		ranges[i] = []arena.ByteRange{{Offset: 0, Bytes: t.Bytes}}
+	}
+	return w.load(ctx, ck, tensors, ranges, opts)
+}
+
+// load is LoadWeights of the device tensors tensors (each its name in ck,
+// dtype, shape and bytes on the device), tensor i's bytes being ranges[i]
+// of ck's tensor of that name, back to back.
+func (w *Worker) load(ctx context.Context, ck *checkpoint.Checkpoint, tensors []checkpoint.Tensor, ranges [][]arena.ByteRange, opts LoadOptions) (_ *device.Weights, err error) {
 	start := time.Now()
 	if err := w.CheckCaller(); err != nil {
 		return nil, err
 	}
 	if ctx == nil {
 		ctx = context.Background()
-	}
-	if ck == nil {
-		return nil, fmt.Errorf("load weights: %w: nil checkpoint", ErrInvalidValue)
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -135,7 +148,6 @@ func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opt
 	if opts.Readers == 0 {
 		opts.Readers = DefaultLoadReaders
 	}
-	tensors := ck.Tensors()
 	wt, items, total, err := weightLayout(tensors, layout)
 	if err != nil {
 		return nil, err
@@ -185,7 +197,7 @@ func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opt
 	}()
 	err = ctx.Err()
 	if err == nil {
-		err = w.upload(ctx, ck, weights, opts, opts.Progress)
+		err = w.upload(ctx, ck, weights, ranges, opts, opts.Progress)
 	}
 	uploaded = err == nil
 	if err != nil {
@@ -252,26 +264,34 @@ func TensorBytes(tensors []checkpoint.Tensor) []int64 {
 	return out
 }
 
-// chunks cuts the non-empty tensors, in order, into chunks of at most size
-// bytes; a tensor larger than a chunk spans several.
-func chunks(w *device.Weights, size int64) [][]piece {
+// chunks cuts the byte ranges of the tensors, in order, into chunks of at
+// most size bytes: ranges[i] are read from the file's tensor i and land
+// back to back from the device tensor's first byte; a range larger than a
+// chunk spans several, small ones (a dim-1 slice's rows) share one. It
+// returns the bytes of all the ranges too.
+func chunks(ranges [][]arena.ByteRange, size int64) ([][]piece, int64) {
 	var out [][]piece
 	var cur []piece
-	var used int64
-	for i, t := range w.Tensors {
-		for off := int64(0); off < t.Bytes; {
-			if used == size {
-				out, cur, used = append(out, cur), nil, 0
+	var used, total int64
+	for i, rs := range ranges {
+		var dst int64
+		for _, r := range rs {
+			for off := int64(0); off < r.Bytes; {
+				if used == size {
+					out, cur, used = append(out, cur), nil, 0
+				}
+				n := min(r.Bytes-off, size-used)
+				cur = append(cur, piece{t: i, off: dst + off, src: r.Offset + off, n: n, at: used})
+				off, used = off+n, used+n
 			}
-			n := min(t.Bytes-off, size-used)
-			cur = append(cur, piece{t: i, off: off, n: n, at: used})
-			off, used = off+n, used+n
+			dst += r.Bytes
+			total += r.Bytes
 		}
 	}
 	if len(cur) > 0 {
 		out = append(out, cur)
 	}
-	return out
+	return out, total
 }
 
 // upload copies every tensor's bytes to the device through staging buffers
@@ -284,14 +304,14 @@ func chunks(w *device.Weights, size int64) [][]piece {
 // readers fill the next ones; on others each copy is done before the reply.
 // It returns when the readers have exited and every copy it started is
 // done, and the buffers are freed.
-func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights *device.Weights, o LoadOptions, progress func(device.LoadProgress)) (err error) {
-	plan := chunks(weights, o.ChunkBytes)
+func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights *device.Weights, ranges [][]arena.ByteRange, o LoadOptions, progress func(device.LoadProgress)) (err error) {
+	plan, total := chunks(ranges, o.ChunkBytes)
 	if len(plan) == 0 {
 		return nil
 	}
 	readers := min(o.Readers, len(plan))
 	stage := make(chan messages.StagingAllocReply, 1)
-	st, err := ask(ctx, w, &messages.StagingAlloc{Ctx: ctx, Count: min(readers+2, len(plan)), Bytes: min(o.ChunkBytes, weights.Bytes), Reply: stage}, stage)
+	st, err := ask(ctx, w, &messages.StagingAlloc{Ctx: ctx, Count: min(readers+2, len(plan)), Bytes: min(o.ChunkBytes, total), Reply: stage}, stage)
 	if err = errors.Join(err, st.Err); err != nil {
 		return err
 	}
@@ -336,7 +356,7 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 		done += n
 		if progress != nil {
 			el := time.Since(begin)
-			progress(device.LoadProgress{BytesDone: done, BytesTotal: weights.Bytes, Tensor: tensor,
+			progress(device.LoadProgress{BytesDone: done, BytesTotal: total, Tensor: tensor,
 				Elapsed: el, BytesPerSecond: float64(done) / max(el.Seconds(), 1e-9)})
 		}
 	}
@@ -362,8 +382,8 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 			report(started, inflightTensor)
 		}
 		inflight, inflightTensor, started = f.buf, last, n
-		if err := ctx.Err(); err != nil && done+started < weights.Bytes {
-			return fmt.Errorf("cancelled after %d of %d B: %w", done+started, weights.Bytes, err)
+		if err := ctx.Err(); err != nil && done+started < total {
+			return fmt.Errorf("cancelled after %d of %d B: %w", done+started, total, err)
 		}
 	}
 	reply := make(chan error, 1)
@@ -407,14 +427,14 @@ func readChunk(ck *checkpoint.Checkpoint, weights *device.Weights, c []piece, bu
 		if err != nil {
 			return err
 		}
-		n, err := r.ReadAt(buf[p.at:p.at+p.n], p.off)
+		n, err := r.ReadAt(buf[p.at:p.at+p.n], p.src)
 		if int64(n) == p.n {
 			continue
 		}
 		if err == nil || errors.Is(err, io.EOF) {
-			return fmt.Errorf("read %s: %w: the file ended %d B into the tensor's %d B; it changed after Open checked it", t.Name, checkpoint.ErrTruncated, p.off+int64(n), t.Bytes)
+			return fmt.Errorf("read %s: %w: the file ended %d B into the tensor; it changed after Open checked it", t.Name, checkpoint.ErrTruncated, p.src+int64(n))
 		}
-		return fmt.Errorf("read %s at %d of its %d B: %w: %w", t.Name, p.off, t.Bytes, checkpoint.ErrRead, err)
+		return fmt.Errorf("read %s at %d: %w: %w", t.Name, p.src, checkpoint.ErrRead, err)
 	}
 	return nil
 }

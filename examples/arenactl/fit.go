@@ -67,6 +67,12 @@ has a row per rank; the KV cache is the fewest blocks any rank holds. When
 it does not fit, the suggestions may include a larger
 --tensor-parallel-size. "arenactl place" lists the layouts that fit.
 
+--svg FILE also writes the device's memory as the fit leaves it (weights,
+arena and slabs, KV cache, reserve, other processes, free; the process
+budget marked), drawn to scale as the server's /debug/memory draws it,
+and the arena's buffers, as a standalone SVG file; one bar per rank for a
+parallel layout.
+
 Exit status: 0 when it fits, 1 when it does not, 2 on an error.`
 
 // fitCmd holds the flags of "arenactl fit".
@@ -86,6 +92,7 @@ type fitCmd struct {
 	includeMTP  bool
 	noWeights   bool
 	jsonOut     bool
+	svg         string
 	parallel    parallelFlags
 }
 
@@ -108,6 +115,7 @@ func newFitCmd(a *app) *cobra.Command {
 	c.registerBudget(fs)
 	c.parallel.register(fs)
 	fs.BoolVar(&c.jsonOut, "json", false, "print the fit as JSON")
+	fs.StringVar(&c.svg, "svg", "", "also write the device's memory as the fit leaves it, drawn to scale, as a standalone SVG file (the picture of the server's /debug/memory)")
 	return cmd
 }
 
@@ -180,6 +188,9 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 	if c.plan.config == "" && c.model == "" {
 		return errors.New("--config or --model is required")
 	}
+	if err := c.parallel.check(); err != nil {
+		return err
+	}
 	if c.model != "" && c.parallel.layout.GPUs() > 1 {
 		return fmt.Errorf("--model with %s: a checkpoint's sizes are per model, not per rank; give --config", c.parallel.layout)
 	}
@@ -189,6 +200,11 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 	cfg, plan, err := c.plan.plan(changed)
 	if err != nil {
 		return err
+	}
+	if c.model != "" && c.plan.config != c.model {
+		if err := checkModelMatches(cfg, c.plan.config, c.model); err != nil {
+			return err
+		}
 	}
 	total, name, err := c.device.total(changed)
 	if err != nil {
@@ -217,6 +233,11 @@ func (c *fitCmd) run(w io.Writer, changed func(string) bool) error {
 		return withFlag(err)
 	}
 	c.app.logger.Info("fit", "model_type", plan.ModelType, "report", r)
+	if c.svg != "" {
+		if err := writeFitSVG(c.svg, plan, r); err != nil {
+			return err
+		}
+	}
 	if c.jsonOut {
 		err = writeJSON(w, r)
 	} else {
@@ -240,6 +261,11 @@ func (c *fitCmd) runRanks(w io.Writer, cfg *arena.ModelConfig, dev arena.DeviceM
 		return withFlag(err)
 	}
 	c.app.logger.Info("fit", "model_type", r.ModelType, "layout", r.Layout.String(), "fits", r.Fits, "kv_blocks", r.KVBlocks)
+	if c.svg != "" {
+		if err := writeRanksFitSVG(c.svg, r); err != nil {
+			return err
+		}
+	}
 	if c.jsonOut {
 		err = writeJSON(w, r)
 	} else {

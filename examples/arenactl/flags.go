@@ -275,6 +275,20 @@ type parallelFlags struct {
 	layout arena.ParallelLayout
 }
 
+// check refuses a size below 1, naming the flag (arena reads 0 as 1, which
+// would hide a typo such as --tensor-parallel-size -2).
+func (p *parallelFlags) check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"tensor-parallel-size", p.layout.TensorParallelSize}, {"pipeline-parallel-size", p.layout.PipelineParallelSize}, {"data-parallel-size", p.layout.DataParallelSize}} {
+		if f.v < 1 {
+			return fmt.Errorf("--%s %d: must be at least 1", f.name, f.v)
+		}
+	}
+	return nil
+}
+
 // register adds the parallel-layout flags to fs.
 func (p *parallelFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&p.layout.TensorParallelSize, "tensor-parallel-size", 1,

@@ -16,7 +16,7 @@ import (
 // update regenerates the golden files: go test ./examples/arenactl/ -update
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, nodeThrottleGoroutines...) }
 
 // configPath is the path of a model config under examples/configs.
 func configPath(name string) string { return filepath.Join("..", "configs", name+".json") }

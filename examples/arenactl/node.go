@@ -26,11 +26,19 @@ The node serves its gateway (inventory, preflight, reserve, renew,
 release, ledger; protobuf messages, internal/nodepb) over gRPC on --listen,
 loopback unless told otherwise, and publishes its devices' inventory
 through the cluster's gossip on every change and every
---inventory-period. Membership is protoactor-go's automanaged provider: the
-node answers health checks on --membership-port (upstream binds it on every
-interface) and polls the --seeds, the membership endpoints (host:port) of
-the other nodes; a node that stops answering leaves the others' member
-lists within about 2 × --membership-refresh + 2 s.
+--inventory-period. Membership comes from --provider:
+
+  automanaged  protoactor-go's: the node answers health checks over HTTP on
+               --membership-port (upstream binds it on every interface, not
+               only --listen's host) and polls the --seeds, the membership
+               endpoints (host:port) of the other nodes; a node that stops
+               answering leaves the others' member lists within about
+               2 × --membership-refresh + 2 s.
+  static       a fixed list: the --seeds are the other nodes' --listen
+               addresses, probed over gRPC every --membership-refresh; the
+               node binds nothing but --listen. A node that stops answering
+               leaves the others' member lists within --membership-refresh
+               + --probe-timeout.
 
 A reservation holds bytes on one device under a key for a lease the
 holder renews; a repeated reserve with the same key returns the same
@@ -46,6 +54,8 @@ type nodeCmd struct {
 	seeds           []string
 	membershipPort  int
 	refresh         time.Duration
+	provider        string
+	probeTimeout    time.Duration
 	backend         string
 	devices         string
 	clusterName     string
@@ -56,7 +66,7 @@ type nodeCmd struct {
 func newNodeCmd(a *app) *cobra.Command {
 	c := &nodeCmd{app: a}
 	cmd := &cobra.Command{
-		Use:   "node --listen HOST:PORT --seeds HOST:PORT,... [--backend hostsim|cuda] [--devices D]",
+		Use:   "node --listen HOST:PORT --seeds HOST:PORT,... [--provider automanaged|static] [--backend hostsim|cuda] [--devices D]",
 		Short: "Run this host's devices as a member of a gpuarena cluster",
 		Long:  nodeLong,
 		Args:  cobra.NoArgs,
@@ -66,9 +76,11 @@ func newNodeCmd(a *app) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7700", "gRPC address of the node (host:port); a loopback host keeps it on this host")
-	fs.StringSliceVar(&c.seeds, "seeds", nil, "membership endpoints (host:port) of the other nodes; the node's own is added")
-	fs.IntVar(&c.membershipPort, "membership-port", 0, "port of the node's membership endpoint (default: the --listen port + 1)")
+	fs.StringSliceVar(&c.seeds, "seeds", nil, "the other nodes (host:port): their membership endpoints (automanaged; the node's own is added) or their --listen addresses (static)")
+	fs.StringVar(&c.provider, "provider", providerAutomanaged, "membership provider: automanaged (HTTP health endpoint on every interface) or static (a fixed list probed over gRPC; binds only --listen)")
+	fs.IntVar(&c.membershipPort, "membership-port", 0, "port of the node's automanaged membership endpoint (default: the --listen port + 1)")
 	fs.DurationVar(&c.refresh, "membership-refresh", 2*time.Second, "how often the seeds are polled")
+	fs.DurationVar(&c.probeTimeout, "probe-timeout", time.Second, "how long the static provider waits for a seed's answer")
 	fs.StringVar(&c.backend, "backend", gpuworker.KindHostSim, "backend, one of those built in: "+strings.Join(gpuworker.Backends(), ", "))
 	fs.StringVar(&c.devices, "devices", "1", "the node's devices: a machine on hostsim (\"8xh200\"), a count on cuda")
 	fs.StringVar(&c.clusterName, "cluster-name", "gpuarena", "the cluster's name; nodes of other names ignore each other")
@@ -76,10 +88,17 @@ func newNodeCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// The membership providers of --provider.
+const (
+	providerAutomanaged = "automanaged"
+	providerStatic      = "static"
+)
+
 // nodeSetup is what the flags resolve to, before anything starts.
 type nodeSetup struct {
 	host           string
 	membershipPort int
+	provider       node.Provider
 	factories      []gpuworker.BackendFactory
 }
 
@@ -103,8 +122,20 @@ func (c *nodeCmd) setup() (nodeSetup, error) {
 			return nodeSetup{}, fmt.Errorf("--seeds %q: want host:port of each node's membership endpoint", seed)
 		}
 	}
-	if c.refresh <= 0 || c.inventoryPeriod <= 0 {
-		return nodeSetup{}, errors.New("--membership-refresh and --inventory-period must be > 0")
+	if c.refresh <= 0 || c.inventoryPeriod <= 0 || c.probeTimeout <= 0 {
+		return nodeSetup{}, errors.New("--membership-refresh, --inventory-period and --probe-timeout must be > 0")
+	}
+	switch c.provider {
+	case providerAutomanaged:
+		s.provider = node.Automanaged(host, s.membershipPort, c.refresh, c.seeds...)
+	case providerStatic:
+		if c.membershipPort != 0 {
+			return nodeSetup{}, errors.New("--membership-port: the static provider serves no membership endpoint; leave it out")
+		}
+		s.membershipPort = 0
+		s.provider = node.Static(c.refresh, c.probeTimeout, c.seeds...)
+	default:
+		return nodeSetup{}, fmt.Errorf("--provider %q: want %s or %s", c.provider, providerAutomanaged, providerStatic)
 	}
 	s.factories, err = c.backends()
 	return s, err
@@ -153,7 +184,7 @@ func (c *nodeCmd) run(ctx context.Context, w io.Writer) error {
 	n, err := node.Start(node.Config{
 		Listen:          c.listen,
 		ClusterName:     c.clusterName,
-		Provider:        node.Automanaged(s.host, s.membershipPort, c.refresh, c.seeds...),
+		Provider:        s.provider,
 		Devices:         group,
 		InventoryPeriod: c.inventoryPeriod,
 		Logger:          c.app.logger,
@@ -161,8 +192,12 @@ func (c *nodeCmd) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return errors.Join(err, group.Close())
 	}
-	fmt.Fprintf(w, "node %s (member %s): %d %s device(s), membership on port %d\n",
-		n.Self().Address, n.Self().ID, group.Ranks(), c.backend, s.membershipPort)
+	membership := fmt.Sprintf("membership on port %d", s.membershipPort)
+	if c.provider == providerStatic {
+		membership = fmt.Sprintf("static membership of %d seed(s)", len(c.seeds))
+	}
+	fmt.Fprintf(w, "node %s (member %s): %d %s device(s), %s\n",
+		n.Self().Address, n.Self().ID, group.Ranks(), c.backend, membership)
 	<-ctx.Done()
 	n.Close()
 	return group.Close()

@@ -17,6 +17,9 @@ func TestNodeRefusesBadFlagsBeforeStarting(t *testing.T) {
 		{[]string{"node", "--devices", "99xh200"}, "--devices"},
 		{[]string{"node", "--backend", "tpu"}, "--backend \"tpu\""},
 		{[]string{"node", "--membership-refresh", "0s"}, "--membership-refresh"},
+		{[]string{"node", "--provider", "etcd"}, "--provider \"etcd\""},
+		{[]string{"node", "--provider", "static", "--membership-port", "7800"}, "--membership-port: the static provider"},
+		{[]string{"node", "--provider", "static", "--probe-timeout", "0s"}, "--probe-timeout"},
 	} {
 		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
 			r := cli(t, tc.args...)

@@ -22,6 +22,14 @@ concurrent sequences at max_seq_len; each comes with its per-rank breakdown
 (layers, heads, KV heads, experts, weights, arena, KV blocks). The serving
 flags and the budget flags are those of "arenactl fit".
 
+With --cluster HOST:PORT (a node of a cluster of "arenactl node"s) the
+layouts are the cluster's instead, as that node's gossip last saw its nodes'
+free memory: tensor parallel within a node, pipeline parallel across nodes,
+each stage's node and devices listed (see "arenactl cluster" for
+--client-listen and --timeout). Only --config, --max-batch-tokens,
+--max-seq-len, --gpu-memory-utilization, --weight-dtype, --top and --json
+travel with it; --devices and the other flags are refused.
+
 Exit status: 0 when a layout fits, 1 when none does, 2 on an error.`
 
 // placeCmd holds the flags of "arenactl place".
@@ -29,17 +37,23 @@ type placeCmd struct {
 	fit     fitCmd // the plan and budget flags, shared with fit
 	devices string
 	top     int
+	cluster clusterFlags // --cluster and its connection flags
 }
 
 // newPlaceCmd builds "arenactl place".
 func newPlaceCmd(a *app) *cobra.Command {
 	c := &placeCmd{fit: fitCmd{app: a}}
 	cmd := &cobra.Command{
-		Use:   "place --config FILE [--devices 8xh200] [flags]",
+		Use:   "place --config FILE [--devices 8xh200 | --cluster HOST:PORT] [flags]",
 		Short: "List the parallel layouts on which the model fits (exit 1 when none does)",
 		Long:  placeLong,
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.OutOrStdout(), cmd.Flags().Changed) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("cluster") {
+				return c.runCluster(cmd.Context(), cmd.OutOrStdout(), cmd.Flags())
+			}
+			return c.run(cmd.OutOrStdout(), cmd.Flags().Changed)
+		},
 	}
 	fs := cmd.Flags()
 	c.fit.plan.register(fs, "")
@@ -47,6 +61,8 @@ func newPlaceCmd(a *app) *cobra.Command {
 	fs.StringVar(&c.devices, "devices", "8xh200", "the GPUs of the host, NxPRESET (presets: those of fit --device)")
 	fs.IntVar(&c.top, "top", 0, "list only the best N layouts (0: all that fit)")
 	fs.BoolVar(&c.fit.jsonOut, "json", false, "print the layouts as JSON")
+	fs.StringVar(&c.cluster.cluster, "cluster", "", "place on a running cluster instead: a node's --listen address (host:port)")
+	c.cluster.register(fs)
 	return cmd
 }
 

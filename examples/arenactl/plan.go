@@ -15,7 +15,8 @@ const planLong = `Plan sizes every intermediate buffer of one forward pass for t
 The table has one row per present buffer (name, dtype, shape in elements,
 bytes, human size), then the slabs and the total. Buffers the model does not
 need are hidden; --all lists them too, with "—" for dtype, shape and size and
-the reason in the last column.
+the reason in the last column. --svg FILE also writes the buffers and slabs
+drawn to scale as a standalone SVG file.
 
 --json prints {"model_type", "buffers": [{"name", "dtype", "shape", "bytes"}],
 "slabs": [{"name", "bytes"}], "total_bytes", "notes", "options"}: present
@@ -27,6 +28,7 @@ type planCmd struct {
 	plan    planFlags
 	jsonOut bool
 	listAll bool
+	svg     string
 }
 
 // newPlanCmd builds "arenactl plan".
@@ -43,6 +45,7 @@ func newPlanCmd(a *app) *cobra.Command {
 	_ = cmd.MarkFlagRequired("config")
 	cmd.Flags().BoolVar(&c.jsonOut, "json", false, "print the plan as JSON")
 	cmd.Flags().BoolVar(&c.listAll, "all", false, "also list the absent buffers and why (text output)")
+	cmd.Flags().StringVar(&c.svg, "svg", "", "also write the arena's buffers drawn to scale as a standalone SVG file")
 	return cmd
 }
 
@@ -54,6 +57,11 @@ func (c *planCmd) run(w io.Writer, changed func(string) bool) error {
 		return err
 	}
 	c.app.logger.Info("planned", "model_type", plan.ModelType, "total_bytes", plan.TotalBytes, "slabs", len(plan.Slabs))
+	if c.svg != "" {
+		if err := writePlanSVG(c.svg, plan); err != nil {
+			return err
+		}
+	}
 	if c.jsonOut {
 		return writeJSON(w, planToJSON(plan))
 	}

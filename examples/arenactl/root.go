@@ -17,8 +17,10 @@ const rootLong = `arenactl sizes the GPU memory arena of an LLM forward pass fro
 Face config.json (plan), checks it against a device (fit), builds it on a
 device and runs forward steps on it (run), lists devices (devices), measures
 the GPU actor against its peers (bench), and runs mixed load for a long time,
-closing under load (soak), and writes model folders of random weights with
-the real tensor names to test loaders with (gen-model).
+closing under load (soak), writes model folders of random weights with
+the real tensor names to test loaders with (gen-model), lists the
+multi-GPU layouts a model fits (place), and runs a node of a cluster of
+hosts and talks to one (node, cluster).
 
 Logs go to stderr (slog text), at --log-level (default warn).
 
@@ -56,6 +58,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newBenchCmd(a))
 	root.AddCommand(newSoakCmd(a))
 	root.AddCommand(newGenModelCmd(a))
-	root.AddCommand(newNodeCmd(a))
+	root.AddCommand(newNodeCmd(a), newClusterCmd(a))
 	return root
 }

@@ -200,12 +200,26 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	if c.model != "" && !cmd.Flags().Changed("config") {
 		c.plan.config = c.model
 	}
-	if c.kvBlocks < 0 || c.requests < 1 {
-		return fmt.Errorf("--kv-blocks %d, --requests %d: want ≥ 0 and ≥ 1", c.kvBlocks, c.requests)
+	switch {
+	case c.kvBlocks < 0:
+		return fmt.Errorf("--kv-blocks %d: must be ≥ 0 (0: all the fit allows)", c.kvBlocks)
+	case c.requests < 1:
+		return fmt.Errorf("--requests %d: must be at least 1", c.requests)
+	case !c.kv:
+		for _, f := range []string{"kv-blocks", "trace", "requests"} {
+			if cmd.Flags().Changed(f) {
+				return fmt.Errorf("--%s serves a trace through the KV cache: add --kv", f)
+			}
+		}
 	}
 	cfg, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {
 		return err
+	}
+	if c.model != "" && c.plan.config != c.model {
+		if err := checkModelMatches(cfg, c.plan.config, c.model); err != nil {
+			return err
+		}
 	}
 	rep := &runReport{ModelType: plan.ModelType, Config: c.plan.config, Layout: c.layout, Clients: c.clients, Slabs: len(plan.Slabs), Served: c.kv}
 	rep.ComputeCUDAGraphs = c.cudaGraphs // run_compute.go reads it

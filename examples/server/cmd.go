@@ -63,9 +63,10 @@ type command struct {
 	logJSON    bool
 }
 
-// newCommand builds the command; ready, when not nil, is called with the
-// listener's address once the server serves (tests).
-func newCommand(stderr io.Writer, ready func(addr string)) *cobra.Command {
+// newCommand builds the command and its "load" subcommand (load.go);
+// ready, when not nil, is called with the listener's address once the
+// server serves (tests).
+func newCommand(stdout, stderr io.Writer, ready func(addr string)) *cobra.Command {
 	c := &command{}
 	cmd := &cobra.Command{
 		Use:           "server (--model DIR | --config FILE) [flags]",
@@ -78,7 +79,7 @@ func newCommand(stderr io.Writer, ready func(addr string)) *cobra.Command {
 			return c.run(cmd.Context(), stderr, cmd.Flags().Changed, ready)
 		},
 	}
-	fs := cmd.Flags()
+	fs := cmd.PersistentFlags() // "load" starts the server with them too
 	fs.StringVar(&c.st.model, "model", "", "model folder (config.json and its safetensors checkpoint): load the weights and serve them")
 	fs.StringVar(&c.st.config, "config", "", "Hugging Face config.json (or a folder holding one) to serve without weights: the arena and the KV cache only")
 	fs.Int64Var(&c.st.opts.MaxBatchTokens, "max-batch-tokens", 0, fmt.Sprintf("max_batch_tokens: most tokens in one forward step (0: %d)", arena.DefaultMaxBatchTokens))
@@ -99,37 +100,16 @@ func newCommand(stderr io.Writer, ready func(addr string)) *cobra.Command {
 	fs.DurationVar(&c.timeout, "shutdown-timeout", 30*time.Second, "how long a shutdown lets streams in flight finish before cutting them")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
+	cmd.AddCommand(newLoadCommand(c, stdout, stderr))
 	return cmd
 }
 
 // run starts the server and serves until ctx ends, then shuts down.
 func (c *command) run(ctx context.Context, stderr io.Writer, changed func(string) bool, ready func(string)) error {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
-	}
-	ho := &slog.HandlerOptions{Level: lvl}
-	log := slog.New(slog.NewTextHandler(stderr, ho))
-	if c.logJSON {
-		log = slog.New(slog.NewJSONHandler(stderr, ho))
-	}
-	if (c.st.model == "") == (c.st.config == "") {
-		return errors.New("give one of --model DIR (weights) and --config FILE (no weights)")
-	}
-	if changed("k-max") {
-		c.st.opts.KMax = &c.kmax
-	}
-	c.st.opts.LogitsRows = arena.LogitsRows(c.logitsRows)
-	c.st.opts.KVCacheDType = arena.KVCacheDType(c.kvDType)
-	c.st.opts.MambaSSMCacheDType = arena.SSMCacheDType(c.ssmDType)
-	if c.timeout <= 0 {
-		return fmt.Errorf("--shutdown-timeout %v: must be positive", c.timeout)
-	}
-	bc, err := c.backendConfig(changed)
+	log, err := c.prepare(stderr, changed)
 	if err != nil {
 		return err
 	}
-	c.st.backend = bc
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -160,6 +140,42 @@ func (c *command) run(ctx context.Context, stderr io.Writer, changed func(string
 		log.Info("server: stopped; everything released")
 	}
 	return err
+}
+
+// prepare makes the logger the flags ask for and settles the flags.
+func (c *command) prepare(stderr io.Writer, changed func(string) bool) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	ho := &slog.HandlerOptions{Level: lvl}
+	log := slog.New(slog.NewTextHandler(stderr, ho))
+	if c.logJSON {
+		log = slog.New(slog.NewJSONHandler(stderr, ho))
+	}
+	return log, c.settle(changed)
+}
+
+// settle checks the flags and turns them into c.st.
+func (c *command) settle(changed func(string) bool) error {
+	if (c.st.model == "") == (c.st.config == "") {
+		return errors.New("give one of --model DIR (weights) and --config FILE (no weights)")
+	}
+	if changed("k-max") {
+		c.st.opts.KMax = &c.kmax
+	}
+	c.st.opts.LogitsRows = arena.LogitsRows(c.logitsRows)
+	c.st.opts.KVCacheDType = arena.KVCacheDType(c.kvDType)
+	c.st.opts.MambaSSMCacheDType = arena.SSMCacheDType(c.ssmDType)
+	if c.timeout <= 0 {
+		return fmt.Errorf("--shutdown-timeout %v: must be positive", c.timeout)
+	}
+	bc, err := c.backendConfig(changed)
+	if err != nil {
+		return err
+	}
+	c.st.backend = bc
+	return nil
 }
 
 // backendConfig is the backend the flags select.

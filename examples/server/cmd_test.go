@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 func TestRefusesWhatDoesNotFit(t *testing.T) {
 	var stderr bytes.Buffer
 	code := execute(context.Background(), []string{"--config", "../configs/qwen3-0.6b.json", "--gpu-memory-utilization", "0.003",
-		"--listen", "127.0.0.1:0", "--log-level", "error"}, &stderr, nil)
+		"--listen", "127.0.0.1:0", "--log-level", "error"}, io.Discard, &stderr, nil)
 	out := stderr.String()
 	if code != exitNoFit || !strings.Contains(out, "does not fit") || !strings.Contains(out, "short by") || !strings.Contains(out, "--gpu-memory-utilization 0.0437") {
 		t.Fatalf("exit %d, stderr:\n%s", code, out)
@@ -28,7 +29,7 @@ func TestCommandServesAndStops(t *testing.T) {
 	var stderr bytes.Buffer
 	var status int
 	code := execute(ctx, []string{"--config", "../configs/qwen3-0.6b.json", "--max-batch-tokens", "256", "--max-seq-len", "256",
-		"--kv-blocks", "64", "--listen", "127.0.0.1:0", "--log-level", "error"}, &stderr, func(addr string) {
+		"--kv-blocks", "64", "--listen", "127.0.0.1:0", "--log-level", "error"}, io.Discard, &stderr, func(addr string) {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {
 			status = resp.StatusCode
@@ -46,7 +47,7 @@ func TestCommandServesAndStops(t *testing.T) {
 		{"--config", "../configs/qwen3-0.6b.json", "--max-batch-tokens", "-5", "--listen", "127.0.0.1:0"},
 	} {
 		stderr.Reset()
-		if code := execute(context.Background(), args, &stderr, nil); code != exitFailure {
+		if code := execute(context.Background(), args, io.Discard, &stderr, nil); code != exitFailure {
 			t.Errorf("%v: exit %d, want %d; stderr:\n%s", args, code, exitFailure, stderr.String())
 		}
 	}

@@ -200,10 +200,12 @@ func (e *engine) run() {
 			}
 		}
 		if e.failed == nil && !e.sched.Idle() {
-			if err := e.step(ctx); err != nil {
+			if t, err := e.step(ctx); err != nil {
 				e.log.Error("server: step failed; the engine stops serving", "err", err)
 				e.failed = err
 				e.abortAll(finishAbort, err)
+			} else {
+				e.metrics.overhead.Observe(t.overhead().Seconds())
 			}
 		}
 	}
@@ -246,11 +248,24 @@ func (e *engine) take(msg any) {
 	e.metrics.queue.Set(float64(e.sched.Waiting()))
 }
 
+// stepTiming is one step's wall time and the part of it the forward's
+// device work took (the model's forward on the GPU thread).
+type stepTiming struct {
+	total, device time.Duration
+}
+
+// overhead is the scheduler's own part of the step: everything but the
+// device work (scheduling through the KV cache actor, block tables, the
+// Forward round trip to the GPU thread, commit, delivery).
+func (t stepTiming) overhead() time.Duration { return t.total - t.device }
+
 // step runs one scheduler step and its forward, and delivers the tokens.
-func (e *engine) step(ctx context.Context) error {
+func (e *engine) step(ctx context.Context) (t stepTiming, err error) {
+	began := time.Now()
+	defer func() { t.total = time.Since(began) }()
 	b, err := e.sched.Schedule(ctx, e.m)
 	if err != nil {
-		return err
+		return t, err
 	}
 	for _, k := range b.Unservable {
 		if c := e.live[k]; c != nil {
@@ -261,7 +276,7 @@ func (e *engine) step(ctx context.Context) error {
 	e.metrics.observeStep(b, e.sched)
 	e.history.add(time.Now(), b.Counts)
 	if len(b.Seqs) == 0 {
-		return nil
+		return t, nil
 	}
 	batch := make([]kvcache.SeqID, len(b.Seqs))
 	seeds := make([]uint64, len(b.Seqs))
@@ -272,19 +287,21 @@ func (e *engine) step(ctx context.Context) error {
 		}
 	}
 	if err := e.m.KVBlockTables(ctx, 0, e.shape, batch, e.tables); err != nil {
-		return err
+		return t, err
 	}
 	var next []int32
 	if _, err := e.m.Forward(ctx, func(_ *device.Arena, dev device.Device) error {
 		var err error
+		began := time.Now()
 		next, err = e.model.forward(dev, b, e.tables, seeds)
+		t.device = time.Since(began)
 		return err
 	}); err != nil {
-		return err
+		return t, err
 	}
 	outs, err := e.sched.Commit(b, next)
 	if err != nil {
-		return err
+		return t, err
 	}
 	now := time.Now()
 	for _, o := range outs {
@@ -304,7 +321,7 @@ func (e *engine) step(ctx context.Context) error {
 			c.sub.events <- event{choice: c.choice, finish: finishLength}
 		}
 	}
-	return nil
+	return t, nil
 }
 
 // abortAll ends every live choice with finish (and err).

@@ -19,15 +19,16 @@ import (
 // gracefully; see serverLong for the exit statuses.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], os.Stderr, nil)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
 	stop()
 	os.Exit(code)
 }
 
 // execute runs the command with args and returns the exit status; the
-// error, if any, is printed once on stderr.
-func execute(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) int {
-	cmd := newCommand(stderr, ready)
+// error, if any, is printed once on stderr; "load" writes its report on
+// stdout.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr string)) int {
+	cmd := newCommand(stdout, stderr, ready)
 	cmd.SetArgs(args)
 	cmd.SetOut(stderr)
 	cmd.SetErr(stderr)

@@ -12,27 +12,15 @@ import (
 
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/examples/internal/memsvg"
 )
-
-// memoryRegion is one part of the device's memory as the page draws it.
-type memoryRegion struct {
-	Name  string // weights, arena, kv_used, kv_cached, kv_free, embedder, others, free
-	Title string
-	Color string
-	Bytes int64
-	// X and Width place it on the bar, in units of barWidth.
-	X, Width float64
-}
-
-// barWidth is the memory bar's width in SVG units; the page scales it to
-// the window.
-const barWidth = 1000
 
 // memoryView is what the page shows.
 type memoryView struct {
 	Device     string
 	Total      int64
-	Regions    []memoryRegion
+	Bar        template.HTML // memsvg.Inline of the device's bar
+	Regions    []memsvg.Region
 	Owners     []ownerRow
 	Entries    []device.LedgerEntry
 	Views      map[device.DevicePtr]int
@@ -43,7 +31,6 @@ type memoryView struct {
 	Refresh    int
 	Counters   device.LedgerCounters
 	LedgerSum  int64
-	BarWidth   int
 	HistoryMin int
 }
 
@@ -54,12 +41,12 @@ type ownerRow struct {
 	Human, PeakHu string
 }
 
-// memoryRegions splits the device's total into the page's regions: the
-// ledger's owners (weights; arena and slabs; the KV cache, split by its
-// blocks' states in each group's proportion; the embedder's own owners),
-// memory the ledger does not hold (other processes, the driver's own),
-// and free memory. They sum to total.
-func memoryRegions(l device.Ledger, kv device.KVStats, free, total int64) []memoryRegion {
+// memoryBar is the device's bar (memsvg.DeviceBar): the ledger's owners
+// (weights; arena and slabs; the KV cache, split by its blocks' states in
+// each group's proportion; the embedder's own owners), memory the ledger
+// does not hold (other processes, the driver's own), and free memory.
+// Its regions sum to total.
+func memoryBar(l device.Ledger, kv device.KVStats, free, total int64) (memsvg.Bar, error) {
 	var weights, arenaB, kvB, embedder int64
 	for owner, u := range l.Owners {
 		switch {
@@ -86,24 +73,11 @@ func memoryRegions(l device.Ledger, kv device.KVStats, free, total int64) []memo
 			kvCached += bytes * int64(g.Cached) / n
 		}
 	}
-	others := max(total-free-l.Counters.CurrentBytes, 0)
-	regions := []memoryRegion{
-		{Name: "weights", Title: "weights", Color: "#4e79a7", Bytes: weights},
-		{Name: "arena", Title: "arena buffers and slabs", Color: "#f28e2b", Bytes: arenaB},
-		{Name: "kv_used", Title: "KV cache: used", Color: "#e15759", Bytes: kvUsed},
-		{Name: "kv_cached", Title: "KV cache: cached prefixes", Color: "#edc948", Bytes: kvCached},
-		{Name: "kv_free", Title: "KV cache: free", Color: "#f6c6c7", Bytes: kvB - kvUsed - kvCached},
-		{Name: "embedder", Title: "the embedder's allocations", Color: "#76b7b2", Bytes: embedder},
-		{Name: "others", Title: "other processes and the driver", Color: "#9c755f", Bytes: others},
-		{Name: "free", Title: "free", Color: "#e8e8e8", Bytes: max(total-weights-arenaB-kvB-embedder-others, 0)},
-	}
-	x := 0.0
-	for i := range regions {
-		regions[i].X = x
-		regions[i].Width = float64(barWidth) * float64(regions[i].Bytes) / float64(total)
-		x += regions[i].Width
-	}
-	return regions
+	return memsvg.DeviceBar("memory-bar", "", total, map[string]int64{
+		memsvg.Weights: weights, memsvg.Arena: arenaB,
+		memsvg.KVUsed: kvUsed, memsvg.KVCached: kvCached, memsvg.KVFree: kvB - kvUsed - kvCached,
+		memsvg.Embedder: embedder, memsvg.Others: max(total-free-l.Counters.CurrentBytes, 0),
+	})
 }
 
 // handleMemory serves GET /debug/memory: the device's memory drawn to
@@ -134,8 +108,16 @@ func (s *server) memoryView(ctx context.Context) (*memoryView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &memoryView{Device: s.m.Device().Name, Total: total, Regions: memoryRegions(l, kv, free, total), Taken: l.Taken,
-		Refresh: 2, Counters: l.Counters, BarWidth: barWidth, HistoryMin: int(historyWindow / time.Minute), Views: map[device.DevicePtr]int{}}
+	bar, err := memoryBar(l, kv, free, total)
+	if err != nil {
+		return nil, err
+	}
+	svg, err := memsvg.Inline(bar)
+	if err != nil {
+		return nil, err
+	}
+	v := &memoryView{Device: s.m.Device().Name, Total: total, Bar: svg, Regions: bar.Regions, Taken: l.Taken,
+		Refresh: 2, Counters: l.Counters, HistoryMin: int(historyWindow / time.Minute), Views: map[device.DevicePtr]int{}}
 	for o, u := range l.Owners {
 		if u.CurrentBytes > 0 || u.PeakBytes > 0 {
 			v.Owners = append(v.Owners, ownerRow{Owner: o, Bytes: u.CurrentBytes, Peak: u.PeakBytes, Human: arena.HumanBytes(u.CurrentBytes), PeakHu: arena.HumanBytes(u.PeakBytes)})
@@ -194,11 +176,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 svg.history { width: 600px; height: 120px; border: 1px solid #bbb; }
 </style></head><body>
 <h1>{{.Device}}: {{human .Total}} ({{.Total}} B)</h1>
-<svg class="bar" id="memory-bar" viewBox="0 0 {{.BarWidth}} 56" preserveAspectRatio="none" data-total="{{.Total}}">
-{{- range .Regions}}{{if gt .Bytes 0}}
-<rect class="region" data-region="{{.Name}}" data-bytes="{{.Bytes}}" x="{{.X}}" y="0" width="{{.Width}}" height="56" fill="{{.Color}}"><title>{{.Title}}: {{human .Bytes}} ({{.Bytes}} B)</title></rect>
-{{- end}}{{end}}
-</svg>
+{{.Bar}}
 <div class="legend">
 {{- range .Regions}}
 <span data-legend="{{.Name}}"><i style="background: {{.Color}}"></i>{{.Title}}: {{human .Bytes}} ({{pct .Bytes $.Total}})</span>

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -46,20 +49,41 @@ func TestMemoryPageInBrowser(t *testing.T) {
 	ts := startTestServer(t, 4000)
 	var warm completion
 	ts.postJSON(t, "/v1/completions", `{"prompt": "warm the prefix cache with a prompt of more than sixteen tokens", "max_tokens": 4}`, &warm)
+	// Four clients keep streams running, each sending the next as soon as
+	// one ends, until the page is read: KV blocks are in use whenever the
+	// page draws, however long Chromium takes to start.
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions",
-		jsonBody(`{"prompt": "hold some blocks while the page draws", "max_tokens": 400, "n": 8, "stream": true}`))
-	if err != nil {
-		t.Fatal(err)
+	var holders sync.WaitGroup
+	defer func() {
+		cancel()
+		holders.Wait()
+	}()
+	started := make(chan struct{}, 4)
+	for range 4 {
+		holders.Go(func() {
+			for ctx.Err() == nil {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/completions",
+					jsonBody(`{"prompt": "hold some blocks while the page draws", "max_tokens": 400, "n": 8, "stream": true}`))
+				if err != nil {
+					return
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return
+				}
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if _, err := resp.Body.Read(make([]byte, 1)); err != nil {
-		t.Fatal(err)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no stream started in 30 s")
 	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
@@ -92,7 +116,8 @@ func TestMemoryPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d B); bar %.0f px", path, len(shot), barWidthPx)
-	cancel() // the stream ends; its blocks are freed
+	cancel() // the streams end; their blocks are freed
+	holders.Wait()
 
 	l := ledgerOf(t, ts)
 	bytes := map[string]int64{}

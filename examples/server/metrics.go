@@ -14,6 +14,7 @@ import (
 // (Manager.Collector) on the same registry.
 type serverMetrics struct {
 	ttft, itl   prometheus.Histogram
+	overhead    prometheus.Histogram
 	queue       prometheus.Gauge
 	running     prometheus.Gauge
 	kvBlocks    *prometheus.GaugeVec
@@ -30,6 +31,9 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Help: "Time from a choice's admission to the queue to its first token, in seconds.", Buckets: latency}),
 		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_inter_token_latency_seconds",
 			Help: "Time between two tokens of one choice, in seconds.", Buckets: latency}),
+		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_step_overhead_seconds",
+			Help:    "A step's time but its forward's device work (scheduling, block tables, the GPU thread's round trip, delivery), in seconds.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16)}), // 10 µs to ~330 ms
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuarena_server_queue_depth",
 			Help: "Sequences waiting for admission (preempted ones included)."}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuarena_server_running_sequences",
@@ -43,7 +47,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuarena_server_requests_total",
 			Help: "API requests answered, by endpoint and HTTP status."}, []string{"endpoint", "code"}),
 	}
-	reg.MustRegister(m.ttft, m.itl, m.queue, m.running, m.kvBlocks, m.prefixRate, m.preemptions, m.requests)
+	reg.MustRegister(m.ttft, m.itl, m.overhead, m.queue, m.running, m.kvBlocks, m.prefixRate, m.preemptions, m.requests)
 	return m
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/device"
 )
 
 // cutWait is how long a shutdown past its deadline waits for the cut
@@ -37,6 +39,10 @@ type server struct {
 
 	http     *http.Server
 	draining atomic.Bool
+	// released is the ledger's counters after shutdown's release, before
+	// the manager closes: CurrentBytes 0 and Frees equal to Allocations
+	// unless something leaked (shutdown then returns an error).
+	released device.LedgerCounters
 }
 
 // handler is the server's routes.
@@ -93,8 +99,14 @@ func (s *server) shutdown(ctx context.Context) error {
 	if errors.Is(err, gpuarena.ErrNoArena) {
 		err = nil
 	}
-	errs = append(errs, err, s.m.Close())
-	s.log.Info("server: released", "allocations_freed", rel.Freed)
+	errs = append(errs, err)
+	if l, lerr := s.m.Ledger(context.Background()); lerr != nil {
+		errs = append(errs, lerr)
+	} else if s.released = l.Counters; l.Counters.CurrentBytes != 0 || len(l.Entries) != 0 {
+		errs = append(errs, fmt.Errorf("server: %d B in %d allocations left on the device after release", l.Counters.CurrentBytes, len(l.Entries)))
+	}
+	errs = append(errs, s.m.Close())
+	s.log.Info("server: released", "allocations_freed", rel.Freed, "bytes_freed", rel.Bytes, "ledger_bytes", s.released.CurrentBytes)
 	return errors.Join(errs...)
 }
 

@@ -22,12 +22,15 @@ const nodeChildEnv = "GPUARENA_NODE_TEST_CHILD"
 
 // childSpec is one node process: its gRPC and membership ports, the
 // membership endpoints of all nodes, its simulated machine
-// (gpuworker.ParseMachine) and the automanaged poll period.
+// (gpuworker.ParseMachine) and the provider's poll period. With Static the
+// node joins with the Static provider (Seeds are then the nodes' gRPC
+// addresses, MembershipPort unused), else with Automanaged.
 type childSpec struct {
 	GRPCPort, MembershipPort int
 	Seeds                    []string
 	Machine                  string
 	Refresh                  time.Duration
+	Static                   bool
 }
 
 // runChild runs the node of the childSpec in nodeChildEnv until SIGTERM,
@@ -58,9 +61,13 @@ func runChild() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	provider := Automanaged("127.0.0.1", spec.MembershipPort, spec.Refresh, spec.Seeds...)
+	if spec.Static {
+		provider = Static(spec.Refresh, staticProbeTimeout, spec.Seeds...)
+	}
 	n, err := Start(Config{
 		Listen:          fmt.Sprintf("127.0.0.1:%d", spec.GRPCPort),
-		Provider:        Automanaged("127.0.0.1", spec.MembershipPort, spec.Refresh, spec.Seeds...),
+		Provider:        provider,
 		Devices:         group,
 		InventoryPeriod: 500 * time.Millisecond,
 		LeaseCheck:      50 * time.Millisecond,

@@ -61,7 +61,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // freePorts returns n ports free on loopback now.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ls []net.Listener
 	var ports []int
@@ -82,7 +82,7 @@ func freePorts(t *testing.T, n int) []int {
 // startChild re-executes the test binary as the node of spec and waits
 // for its "ready" line; the process is stopped when the test ends. It is
 // safe to call from several goroutines.
-func startChild(t *testing.T, spec childSpec) (*child, error) {
+func startChild(t testing.TB, spec childSpec) (*child, error) {
 	env, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func startChild(t *testing.T, spec childSpec) (*child, error) {
 
 // stop ends the process with SIGTERM (a graceful leave) and waits for it;
 // a process already gone is left as it is.
-func (c *child) stop(t *testing.T) {
+func (c *child) stop(t testing.TB) {
 	_ = c.cmd.Process.Signal(syscall.SIGTERM) // fails harmlessly when it is gone
 	select {
 	case err := <-c.done:
@@ -160,7 +160,7 @@ const upstreamRaces = "protoactor-go remote/cluster data races (asynkron/protoac
 
 // eventually polls check every 50 ms until it returns nil or the deadline
 // passes, then fails with its last error.
-func eventually(t *testing.T, within time.Duration, what string, check func() error) time.Duration {
+func eventually(t testing.TB, within time.Duration, what string, check func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -177,16 +177,27 @@ func eventually(t *testing.T, within time.Duration, what string, check func() er
 
 // newTestClient starts an actor system with a remote on a loopback port,
 // shut down when the test ends.
-func newTestClient(t *testing.T) *Client {
+func newTestClient(t testing.TB) *Client {
+	c, _ := startTestClient(t)
+	return c
+}
+
+// startTestClient is newTestClient that also returns the shutdown, which a
+// test calls (or registers again with t.Cleanup) to shut the client down
+// before nodes it talked to stop: protoactor-go's endpointManager.stop
+// races with the removeEndpoint of a connection that ends meanwhile (see
+// upstreamRaces). The shutdown runs once.
+func startTestClient(t testing.TB) (*Client, func()) {
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testkit.Discard }))
 	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
 	r.Start()
-	t.Cleanup(func() {
+	shutdown := sync.OnceFunc(func() {
 		r.Shutdown(true)
 		system.Shutdown()
 	})
-	return NewClient(system, 5*time.Second)
+	t.Cleanup(shutdown)
+	return NewClient(system, 5*time.Second), shutdown
 }
 
 // addresses are the inventories' node addresses.

@@ -1,7 +1,7 @@
 // Package node makes a host's devices one member of a gpuarena cluster
 // over protoactor-go's remote and cluster packages: Start joins the
-// cluster (membership from a Provider: Automanaged needs no outside
-// service), publishes the node's inventory through the cluster's gossip
+// cluster (membership from a Provider: Automanaged and Static need no
+// outside service; Static binds nothing but the remote), publishes the node's inventory through the cluster's gossip
 // (InventoryKey) on every change and every period, and spawns the gateway
 // actor (GatewayName) that takes the nodepb messages — inventory, cluster
 // inventory, preflight, reserve, renew, release, ledger, placement — and

@@ -60,7 +60,7 @@ type localGateway struct {
 	group   *gpuarena.Group
 }
 
-func newLocalGateway(t *testing.T) *localGateway {
+func newLocalGateway(t testing.TB) *localGateway {
 	t.Helper()
 	mc, err := gpuworker.ParseMachine("2xh100-80gb")
 	if err != nil {

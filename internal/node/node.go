@@ -32,7 +32,8 @@ type Config struct {
 	// ClusterName is the cluster's name; nodes of other names ignore each
 	// other. Default "gpuarena".
 	ClusterName string
-	// Provider is where membership comes from (Automanaged); required.
+	// Provider is where membership comes from (Automanaged or Static);
+	// required.
 	Provider Provider
 	// Devices are the node's devices, one rank each; required. The node
 	// does not close them.
@@ -90,7 +91,7 @@ func (c Config) withDefaults() (Config, string, int, error) {
 	case err != nil || perr != nil || port < 0 || port > 65535 || host == "":
 		return c, "", 0, fmt.Errorf("%w: listen %q: want host:port, e.g. 127.0.0.1:7700", ErrConfig, c.Listen)
 	case c.Provider == nil:
-		return c, "", 0, fmt.Errorf("%w: no membership provider (node.Automanaged)", ErrConfig)
+		return c, "", 0, fmt.Errorf("%w: no membership provider (node.Automanaged or node.Static)", ErrConfig)
 	case c.Devices == nil:
 		return c, "", 0, fmt.Errorf("%w: no devices", ErrConfig)
 	case c.InventoryPeriod < 0 || c.LeaseCheck < 0 || c.GossipInterval < 0 || c.HeartbeatExpiration < 0 || c.CallTimeout < 0 || c.MaxMessageBytes < 0:
@@ -195,4 +196,12 @@ func (n *Node) Close() {
 		_ = n.cluster.ActorSystem.Root.StopFuture(n.gateway).Wait()
 		n.cluster.Shutdown(true)
 	})
+}
+
+// Client returns a client that sends from the node's own actor system,
+// waiting at most timeout for each answer; a request to the node's own
+// address stays in the process (no gRPC), so it is also the local
+// reference for a remote round trip.
+func (n *Node) Client(timeout time.Duration) *Client {
+	return NewClient(n.cluster.ActorSystem, timeout)
 }

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/node"
+	"github.com/gpuarena/gpuarena/internal/nodepb"
+	"github.com/gpuarena/gpuarena/internal/testkit"
+)
+
+// nodeThrottleGoroutines are the goroutines a node started in the test
+// process (TestClusterCommandsOnANode) leaves after Close: protoactor-go's
+// throttles (actor/throttler.go, NewThrottle) start one at the first event
+// of each period and it waits out the period, 60 s for the gossiper's
+// (cluster/gossiper.go, StartGossiping), whatever Shutdown does. They end
+// on their own; goleak ignores exactly them (names as the compiler gives
+// them where NewThrottle is inlined; internal/node's nodeProcessLeaks lists
+// the same).
+var nodeThrottleGoroutines = []goleak.Option{
+	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
+	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/cluster.(*Gossiper).StartGossiping.NewThrottle.func3.1"),
+	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/cluster.NewGossipActor.NewThrottleWithLogger.func2.1"),
+}
+
+func TestClusterRefusesBadFlagsBeforeConnecting(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cluster", "inventory"}, "--cluster: the address"},
+		{[]string{"cluster", "inventory", "--cluster", "7700"}, "--cluster \"7700\""},
+		{[]string{"cluster", "inventory", "--cluster", "127.0.0.1:7700", "--client-listen", "nohost"}, "--client-listen \"nohost\""},
+		{[]string{"cluster", "inventory", "--cluster", "127.0.0.1:7700", "--timeout", "0s"}, "--timeout 0s"},
+		{[]string{"cluster", "reserve", "--cluster", "127.0.0.1:7700", "--bytes", "1GiB"}, "--key"},
+		{[]string{"cluster", "reserve", "--cluster", "127.0.0.1:7700", "--key", "k"}, "--bytes"},
+		{[]string{"cluster", "reserve", "--cluster", "127.0.0.1:7700", "--key", "k", "--bytes", "1GiB", "--node", "x"}, "--node \"x\""},
+		{[]string{"cluster", "release", "--cluster", "127.0.0.1:7700"}, "--key"},
+		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "127.0.0.1:7700", "--devices", "2xh200"}, "--devices: not carried"},
+		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "127.0.0.1:7700", "--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: not carried"},
+		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "nohost"}, "--cluster \"nohost\""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := cli(t, tc.args...)
+			if r.code != exitFailure || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and stderr naming %s", r.code, r.stdout, r.stderr, exitFailure, tc.want)
+			}
+		})
+	}
+}
+
+// startLocalNode starts a node of two simulated H100s alone in a static
+// cluster on a loopback port, closed when the test ends, and returns it
+// with a client sending from its own actor system (one remote in the test
+// process: remote.Start sets gRPC's process-wide logger).
+func startLocalNode(t *testing.T) (*node.Node, *node.Client) {
+	t.Helper()
+	mc, err := gpuworker.ParseMachine("2xh100-80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, err := gpuworker.NewHostSimMachine(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(machine.Factories()...),
+		gpuarena.WithRankOptions(gpuarena.WithLogger(testkit.Discard)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", Provider: node.Static(time.Second, time.Second), Devices: group,
+		GossipInterval: 50 * time.Millisecond, Logger: testkit.Discard})
+	if err != nil {
+		_ = group.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.Close()
+		if err := group.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return n, n.Client(10 * time.Second)
+}
+
+// TestClusterCommandsOnANode runs the cluster subcommands' and place
+// --cluster's work against a node in the test process.
+func TestClusterCommandsOnANode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node (protoactor-go sleeps 3 s in start and stop)")
+	}
+	n, client := startLocalNode(t)
+	addr := n.Self().Address
+	ctx := context.Background()
+	c := &clusterCmd{app: &app{logger: testkit.Discard}, conn: clusterFlags{cluster: addr}, node: addr,
+		key: "job-1", device: 1, bytes: byteSize(512 << 20), ttl: time.Minute}
+
+	var out bytes.Buffer
+	if err := c.reserve(ctx, client, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := `reserved "job-1" on ` + addr + " device 1: 536870912 B (512.00 MiB)"; !strings.HasPrefix(out.String(), want) {
+		t.Fatalf("reserve printed %q, want it to start with %q", out.String(), want)
+	}
+	// The reservation shows in the inventory (the node's own gossip state).
+	eventuallyNoSleep(t, func() error {
+		out.Reset()
+		c.jsonOut = true
+		if err := c.inventory(ctx, client, &out); err != nil {
+			return err
+		}
+		var invs []*nodepb.Inventory
+		if err := json.Unmarshal(out.Bytes(), &invs); err != nil {
+			return err
+		}
+		if len(invs) != 1 || len(invs[0].GetDevices()) != 2 || len(invs[0].GetDevices()[1].GetOwners()) != 1 ||
+			invs[0].GetDevices()[1].GetOwners()[0].GetBytes() != 512<<20 {
+			return errors.New("inventory without the reservation: " + out.String())
+		}
+		return nil
+	})
+
+	// A reserve past the budget is refused with the typed error.
+	big := *c
+	big.key, big.bytes = "job-2", byteSize(1<<40)
+	if err := big.reserve(ctx, client, &out); !errors.Is(err, gpuarena.ErrOutOfMemory) {
+		t.Fatalf("reserve of 1 TiB: %v, want ErrOutOfMemory", err)
+	}
+
+	// Placement from the node's view: Llama-3.1-8B fits one H100.
+	llama, err := os.ReadFile(configPath("llama-3.1-8b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &placeCmd{fit: fitCmd{app: c.app}, cluster: clusterFlags{cluster: addr}}
+	pc.fit.plan.config = configPath("llama-3.1-8b")
+	out.Reset()
+	if err := pc.placeOnCluster(ctx, client, &out, "llama", &nodepb.PlaceRequest{ConfigJson: llama}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "layouts fit") || !strings.Contains(out.String(), addr+" [0]") {
+		t.Fatalf("place --cluster printed:\n%s\nwant a layout on %s device 0", out.String(), addr)
+	}
+
+	// Release, then release again: the second is a negative answer.
+	c.jsonOut = false
+	out.Reset()
+	if err := c.release(ctx, client, &out); err != nil || out.String() != `released "job-1" on `+addr+"\n" {
+		t.Fatalf("release: %v, printed %q", err, out.String())
+	}
+	var se *statusError
+	if err := c.release(ctx, client, &out); !errors.As(err, &se) || se.code != exitNegative {
+		t.Fatalf("second release: %v, want a negative answer", err)
+	}
+}
+
+// eventuallyNoSleep retries check, each try after the previous returned,
+// for up to 10 s of tries spaced by a ticker, then fails with its error.
+func eventuallyNoSleep(t *testing.T, check func() error) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatal(err)
+		case <-tick.C:
+		}
+	}
+}

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -91,6 +92,14 @@ const writeChunk = 1 << 20
 // index or model-*-of-*.safetensors: Write never mixes two checkpoints),
 // ErrWrite (the operating system's failure, as Cause).
 func Write(dir string, tensors []TensorSpec, opts WriteOptions) (*Manifest, error) {
+	return WriteContext(context.Background(), dir, tensors, opts)
+}
+
+// WriteContext is Write that stops when ctx is done: it checks ctx before
+// every MiB it generates, removes what it wrote, and returns ctx's error
+// (the folder is left as it found it, but for the folder itself when Write
+// created it).
+func WriteContext(ctx context.Context, dir string, tensors []TensorSpec, opts WriteOptions) (*Manifest, error) {
 	sizes, total, err := checkSpecs(dir, tensors, opts)
 	if err != nil {
 		return nil, err
@@ -125,7 +134,7 @@ func Write(dir string, tensors []TensorSpec, opts WriteOptions) (*Manifest, erro
 	buf := make([]byte, writeChunk)
 	for _, s := range shards {
 		final := filepath.Join(dir, s.name)
-		tmp, err := writeShard(dir, final, s, meta, opts.Seed, buf, m.Checksums)
+		tmp, err := writeShard(ctx, dir, final, s, meta, opts.Seed, buf, m.Checksums)
 		if tmp != "" {
 			temps = append(temps, tmp)
 		}
@@ -226,7 +235,7 @@ func checkNoCheckpoint(dir string) error {
 
 // writeShard writes one shard to a temporary file in dir and returns its
 // path (also on error, so the caller removes it).
-func writeShard(dir, final string, s plannedShard, meta map[string]string, seed uint64, buf []byte, sums map[string]uint32) (string, error) {
+func writeShard(ctx context.Context, dir, final string, s plannedShard, meta map[string]string, seed uint64, buf []byte, sums map[string]uint32) (string, error) {
 	header := encodeHeader(meta, s.tensors)
 	if len(header) > MaxHeaderBytes {
 		return "", fail(ErrHeaderTooLarge, final, "", "the header would be "+strconv.Itoa(len(header))+
@@ -257,6 +266,10 @@ func writeShard(dir, final string, s plannedShard, meta map[string]string, seed 
 		gen := newFiller(seed, t.spec.Name, t.spec.DType)
 		h := NewHash()
 		for left := t.bytes; left > 0; {
+			if err := ctx.Err(); err != nil {
+				_ = f.Close()
+				return tmp, err
+			}
 			n := min(left, int64(len(buf)))
 			p := buf[:n]
 			gen.fill(p)

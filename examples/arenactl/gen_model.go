@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -45,7 +46,7 @@ func newGenModelCmd(_ *app) *cobra.Command {
 		Short: "Write a model folder of deterministic random weights with the family's real tensor names",
 		Long:  genModelLong,
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.OutOrStdout()) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context(), cmd.OutOrStdout()) },
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&c.config, "config", "", "Hugging Face config.json of the model, or the model folder that holds it (required)")
@@ -73,14 +74,14 @@ type genModelSummary struct {
 }
 
 // run generates the folder and prints the summary.
-func (c *genModelCmd) run(w io.Writer) error {
+func (c *genModelCmd) run(ctx context.Context, w io.Writer) error {
 	if c.shard <= 0 {
 		return fmt.Errorf("--shard-size %d: must be positive", int64(c.shard))
 	}
 	if c.layers < 0 {
 		return fmt.Errorf("--layers %d: must be ≥ 0", c.layers)
 	}
-	r, err := modelgen.Generate(c.config, c.out, modelgen.Options{Seed: c.seed, Layers: c.layers, ShardBytes: int64(c.shard)})
+	r, err := modelgen.GenerateContext(ctx, c.config, c.out, modelgen.Options{Seed: c.seed, Layers: c.layers, ShardBytes: int64(c.shard)})
 	if err != nil {
 		return err
 	}

@@ -190,7 +190,7 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		gen, err := modelgen.Generate(c.plan.config, dir, modelgen.Options{Seed: 1})
+		gen, err := modelgen.GenerateContext(cmd.Context(), c.plan.config, dir, modelgen.Options{Seed: 1})
 		if err != nil {
 			return fmt.Errorf("generate the default model: %w", err)
 		}

@@ -7,6 +7,7 @@
 package modelgen
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +111,13 @@ type Result struct {
 // *OutputError (ErrNotEmpty) for a non-empty dir, checkpoint.Write's (an
 // *checkpoint.Error), the os error creating dir or writing config.json.
 func Generate(config, dir string, opts Options) (*Result, error) {
+	return GenerateContext(context.Background(), config, dir, opts)
+}
+
+// GenerateContext is Generate that stops when ctx is done, leaving no
+// checkpoint file behind (checkpoint.WriteContext) and returning ctx's
+// error.
+func GenerateContext(ctx context.Context, config, dir string, opts Options) (*Result, error) {
 	cfg, err := arena.LoadConfig(config)
 	if err != nil {
 		return nil, err
@@ -145,7 +153,7 @@ func Generate(config, dir string, opts Options) (*Result, error) {
 	if err := checkEmpty(dir); err != nil {
 		return nil, err
 	}
-	m, err := checkpoint.Write(dir, tensors, checkpoint.WriteOptions{Seed: opts.Seed, ShardBytes: opts.ShardBytes})
+	m, err := checkpoint.WriteContext(ctx, dir, tensors, checkpoint.WriteOptions{Seed: opts.Seed, ShardBytes: opts.ShardBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func build(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.Mod
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector())
 	s := &server{m: m, reg: reg, metrics: newServerMetrics(reg), history: &kvHistory{}, log: log, name: st.name,
-		limit: sched.Limit(), plan: plan, fit: fit, started: time.Now()}
+		limit: requestLimit(sched.Limit(), spec), plan: plan, fit: fit, started: time.Now()}
 	if s.name == "" {
 		s.name = strings.TrimSuffix(filepath.Base(st.config), ".json")
 	}
@@ -249,4 +249,15 @@ func explainFit(r *arena.FitReport) string {
 		b.WriteString("  note: " + n + "\n")
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// requestLimit is the longest request (prompt and output) the server takes:
+// the scheduler's limit, and no more tokens than the paged KV cache holds
+// (its blocks but the pool's null block), so a request the cache could
+// never hold is refused with 400 and the limit instead of waiting forever.
+func requestLimit(sched int, spec *arena.KVCacheSpec) int {
+	if spec.Counts.Blocks < 2 || spec.BlockTokens == 0 {
+		return sched
+	}
+	return int(min(int64(sched), (spec.Counts.Blocks-1)*spec.BlockTokens))
 }

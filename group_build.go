@@ -81,6 +81,13 @@ func (g *Group) LoadWeights(ctx context.Context, paths []string, opts ...LoadOpt
 	if err == nil {
 		return ws, nil
 	}
+	return nil, g.rollBackWeights(ws, err)
+}
+
+// rollBackWeights frees the weights of every rank that loaded some (ws[r]
+// not nil), after a load that failed with err on another, and returns err
+// joined with the rollback's errors: a group's loads are all or nothing.
+func (g *Group) rollBackWeights(ws []*device.Weights, err error) error {
 	rollback := g.each("roll back weights", func(r int, m *Manager) error {
 		if ws[r] == nil {
 			return nil
@@ -88,7 +95,7 @@ func (g *Group) LoadWeights(ctx context.Context, paths []string, opts ...LoadOpt
 		_, _, err := m.worker.FreeOwner(context.Background(), device.WeightsOwner)
 		return err
 	})
-	return nil, errors.Join(err, rollback)
+	return errors.Join(err, rollback)
 }
 
 // Release releases every rank at once (Manager.Release: the arena, slabs,

@@ -2,7 +2,6 @@ package gpuarena
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -88,14 +87,7 @@ func (g *Group) LoadWeightsSharded(ctx context.Context, path string, layout aren
 		}
 		return ws, nil
 	}
-	rollback := g.each("roll back weights", func(r int, m *Manager) error {
-		if ws[r] == nil {
-			return nil
-		}
-		_, _, err := m.worker.FreeOwner(context.Background(), device.WeightsOwner)
-		return err
-	})
-	return nil, errors.Join(err, rollback)
+	return nil, g.rollBackWeights(ws, err)
 }
 
 // matchListing checks that ck holds exactly the tensors of listing (one

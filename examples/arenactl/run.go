@@ -33,7 +33,9 @@ deterministic random BF16 weights under the real tensor names) in a
 temporary folder, loads it, builds the arena and the KV cache the fit
 leaves room for, serves a generated trace of requests through the cache,
 releases everything, deletes the folder, and checks:
-  - max_concurrent_forwards is 1 (forward steps never overlap)
+  - max_concurrent_forwards is 1 (forward steps never overlap; a real test
+    only without --kv, where --clients goroutines submit steps at once:
+    with --kv one scheduler goroutine submits them, one after another)
   - backend_threads is 1 (every backend call ran on one OS thread)
   - ledger_bytes_after_release is 0, and the arena held exactly the plan's
     bytes (pooled: the pool's size, which adds alignment padding, plus the slabs)

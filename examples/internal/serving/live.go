@@ -221,7 +221,7 @@ func (s *Live) Schedule(ctx context.Context, kv KV) (Batch, error) {
 		admitting = append(admitting, q)
 	}
 	s.waiting = s.waiting[len(admitting):]
-	res, err := s.apply(ctx, kv, st)
+	res, err := s.stats.apply(ctx, kv, st, s.stats.Steps)
 	if err != nil {
 		return b, err
 	}
@@ -260,7 +260,14 @@ func (s *Live) Schedule(ctx context.Context, kv KV) (Batch, error) {
 	}
 	s.waiting = append(back, s.waiting...)
 	before := s.stats.Preemptions
-	if res, err = s.preempt(ctx, kv, st.Append, refusedAppend, res); err != nil {
+	victim := func() kvcache.SeqID {
+		q := s.running[len(s.running)-1]
+		s.running = s.running[:len(s.running)-1]
+		q.running = false
+		s.waiting = append([]*liveSeq{q}, s.waiting...)
+		return q.id
+	}
+	if res, err = s.stats.preempt(ctx, kv, s.stats.Steps, st.Append, refusedAppend, res, victim); err != nil {
 		return b, err
 	}
 	b.Preemptions = s.stats.Preemptions - before
@@ -277,7 +284,7 @@ func (s *Live) Schedule(ctx context.Context, kv KV) (Batch, error) {
 		b.Seqs = append(b.Seqs, bs)
 	}
 	b.Counts = res.Counts
-	s.note(res.Counts)
+	s.stats.note(res.Counts)
 	s.stats.Steps++
 	return b, nil
 }
@@ -308,58 +315,6 @@ func (s *Live) Commit(b Batch, tokens []int32) ([]Output, error) {
 		out = append(out, o)
 	}
 	return out, nil
-}
-
-// preempt resolves refused appends as Scheduler.preempt does: while some
-// are refused, it frees the newest running sequence — the refused one
-// itself when it is the newest — and sends the refused appends again.
-func (s *Live) preempt(ctx context.Context, kv KV, appends []kvcache.Append, refused map[kvcache.SeqID]bool, res kvcache.StepResult) (kvcache.StepResult, error) {
-	for len(refused) > 0 {
-		victim := s.running[len(s.running)-1]
-		s.running = s.running[:len(s.running)-1]
-		victim.running = false
-		delete(refused, victim.id)
-		s.stats.Preemptions++
-		s.waiting = append([]*liveSeq{victim}, s.waiting...)
-		retry := kvcache.Step{Free: []kvcache.SeqID{victim.id}}
-		for _, a := range appends {
-			if refused[a.Seq] {
-				retry.Append = append(retry.Append, a)
-			}
-		}
-		var err error
-		if res, err = s.apply(ctx, kv, retry); err != nil {
-			return res, err
-		}
-		clear(refused)
-		for _, e := range res.Errors {
-			if !errors.Is(e.Err, kvcache.ErrExhausted) || e.Op != kvcache.OpAppend {
-				return res, fmt.Errorf("step %d: preemption round: %s %d refused: %w", s.stats.Steps, e.Op, e.Index, e.Err)
-			}
-			refused[retry.Append[e.Index].Seq] = true
-		}
-	}
-	return res, nil
-}
-
-// apply sends one kvcache.Step.
-func (s *Live) apply(ctx context.Context, kv KV, st kvcache.Step) (kvcache.StepResult, error) {
-	s.stats.RoundTrips++
-	res, err := kv.KVStep(ctx, st)
-	if err != nil {
-		return res, fmt.Errorf("step %d: %w", s.stats.Steps, err)
-	}
-	return res, nil
-}
-
-// note keeps the peak of each group's used blocks.
-func (s *Live) note(counts []kvcache.GroupCounts) {
-	if len(s.stats.PeakUsedBlocks) < len(counts) {
-		s.stats.PeakUsedBlocks = append(s.stats.PeakUsedBlocks, make([]int, len(counts)-len(s.stats.PeakUsedBlocks))...)
-	}
-	for i, c := range counts {
-		s.stats.PeakUsedBlocks[i] = max(s.stats.PeakUsedBlocks[i], c.Used)
-	}
 }
 
 // ids is what an admission of q computes: its prompt and, after a

@@ -143,7 +143,7 @@ func (s *Scheduler) Step(ctx context.Context, kv KV) (StepReport, error) {
 		admitting = append(admitting, q)
 		s.waiting = s.waiting[1:]
 	}
-	res, err := s.apply(ctx, kv, st)
+	res, err := s.stats.apply(ctx, kv, st, s.step)
 	if err != nil {
 		return StepReport{}, err
 	}
@@ -182,7 +182,13 @@ func (s *Scheduler) Step(ctx context.Context, kv KV) (StepReport, error) {
 			}
 		}
 	}
-	if res, err = s.preempt(ctx, kv, st.Append, refusedAppend, res); err != nil {
+	victim := func() kvcache.SeqID {
+		q := s.running[len(s.running)-1]
+		s.running = s.running[:len(s.running)-1]
+		s.waiting = append([]*seq{q}, s.waiting...)
+		return q.id
+	}
+	if res, err = s.stats.preempt(ctx, kv, s.step, st.Append, refusedAppend, res, victim); err != nil {
 		return StepReport{}, err
 	}
 	appended := make(map[kvcache.SeqID]bool, len(st.Append))
@@ -205,64 +211,11 @@ func (s *Scheduler) Step(ctx context.Context, kv KV) (StepReport, error) {
 		kept = append(kept, q)
 	}
 	s.running = kept
-	s.note(res.Counts)
+	s.stats.note(res.Counts)
 	r := StepReport{Step: s.step, Batch: batch, Counts: res.Counts}
 	s.step++
 	s.stats.Steps++
 	return r, nil
-}
-
-// preempt resolves refused appends: while some are refused, it frees the
-// newest running sequence — the refused one itself when it is the newest
-// — and sends the refused appends again.
-func (s *Scheduler) preempt(ctx context.Context, kv KV, appends []kvcache.Append, refused map[kvcache.SeqID]bool, res kvcache.StepResult) (kvcache.StepResult, error) {
-	for len(refused) > 0 {
-		victim := s.running[len(s.running)-1]
-		s.running = s.running[:len(s.running)-1]
-		delete(refused, victim.id)
-		s.stats.Preemptions++
-		// Computed again from its prompt and what it generated; the append
-		// it was refused is part of that.
-		s.waiting = append([]*seq{victim}, s.waiting...)
-		retry := kvcache.Step{Free: []kvcache.SeqID{victim.id}}
-		for _, a := range appends {
-			if refused[a.Seq] {
-				retry.Append = append(retry.Append, a)
-			}
-		}
-		var err error
-		if res, err = s.apply(ctx, kv, retry); err != nil {
-			return res, err
-		}
-		clear(refused)
-		for _, e := range res.Errors {
-			if !errors.Is(e.Err, kvcache.ErrExhausted) || e.Op != kvcache.OpAppend {
-				return res, fmt.Errorf("step %d: preemption round: %s %d refused: %w", s.step, e.Op, e.Index, e.Err)
-			}
-			refused[retry.Append[e.Index].Seq] = true
-		}
-	}
-	return res, nil
-}
-
-// apply sends one kvcache.Step.
-func (s *Scheduler) apply(ctx context.Context, kv KV, st kvcache.Step) (kvcache.StepResult, error) {
-	s.stats.RoundTrips++
-	res, err := kv.KVStep(ctx, st)
-	if err != nil {
-		return res, fmt.Errorf("step %d: %w", s.step, err)
-	}
-	return res, nil
-}
-
-// note keeps the peak of each group's used blocks.
-func (s *Scheduler) note(counts []kvcache.GroupCounts) {
-	if len(s.stats.PeakUsedBlocks) < len(counts) {
-		s.stats.PeakUsedBlocks = append(s.stats.PeakUsedBlocks, make([]int, len(counts)-len(s.stats.PeakUsedBlocks))...)
-	}
-	for i, c := range counts {
-		s.stats.PeakUsedBlocks[i] = max(s.stats.PeakUsedBlocks[i], c.Used)
-	}
 }
 
 // promptIDs is what an admission of q computes: its prompt, and for a

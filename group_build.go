@@ -64,7 +64,9 @@ func (g *Group) BuildArenas(ctx context.Context, plans []*arena.Plan) ([]*device
 // checkpoint per rank, such as the shards a tensor-parallel export
 // writes). It is all or nothing across ranks: when any rank's load fails,
 // the weights the other ranks loaded are freed, and the error names every
-// failed rank (*RankError, joined in rank order).
+// failed rank (*RankError, joined in rank order). A WithLoadProgress
+// callback is called by every rank's load, concurrently: it must be safe
+// for that.
 //
 // Errors, with no weights on any rank: ErrInvalidValue for a path count
 // other than Ranks; each rank's LoadWeights errors in *RankErrors.

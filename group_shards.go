@@ -27,6 +27,8 @@ import (
 // It is all or nothing across ranks: when any rank's load fails, the
 // weights the other ranks loaded are freed, and the error names every
 // failed rank (*RankError, joined in rank order).
+// A WithLoadProgress callback is called by every rank's load,
+// concurrently: it must be safe for that.
 //
 // Errors, with no weights on any rank: those of arena.LoadConfig and
 // checkpoint.Open; those of arena.RankShards (an *arena.ParallelError for a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gpuarena/gpuarena"
@@ -156,10 +157,10 @@ func TestGroupLoadWeightsShardedAllOrNothing(t *testing.T) {
 		g, _ := newMachineGroup(t, machine(4, 0))
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		chunks := 0
+		var chunks atomic.Int64 // every rank reports on its own goroutine
 		_, err := g.LoadWeightsSharded(ctx, res.Dir, layout, arena.WeightOptions{}, gpuarena.WithLoadChunkBytes(16<<10),
 			gpuarena.WithLoadProgress(func(device.LoadProgress) {
-				if chunks++; chunks == 3 {
+				if chunks.Add(1) == 3 {
 					cancel()
 				}
 			}))

@@ -8,7 +8,6 @@ import (
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/checkpoint"
 	"github.com/gpuarena/gpuarena/device"
-	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
 // LoadWeightsSharded loads one checkpoint onto every rank, each rank only
@@ -45,37 +44,19 @@ func (g *Group) LoadWeightsSharded(ctx context.Context, path string, layout aren
 	if n := layout.GPUs(); n != int64(len(g.ranks)) {
 		return nil, fmt.Errorf("group load weights sharded: %w: layout %s has %d GPUs for %d ranks; use a layout of %d GPUs", ErrInvalidValue, layout, n, len(g.ranks), len(g.ranks))
 	}
-	var o gpuworker.LoadOptions
-	for i, f := range opts {
-		if f == nil {
-			return nil, fmt.Errorf("group load weights sharded: %w: option %d is nil", ErrInvalidValue, i+1)
-		}
-		f(&o)
-	}
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	cfg, err := arena.LoadConfig(path)
+	o, err := loadOptions("group load weights sharded", opts)
 	if err != nil {
 		return nil, err
 	}
-	tensors := make([][]gpuworker.RangedTensor, len(g.ranks))
-	var listing []arena.TensorShard
-	for r := range tensors {
-		shards, err := arena.RankShards(cfg, wopts, layout, int64(r))
-		if err != nil {
-			return nil, err
-		}
-		tensors[r], listing = gpuworker.RangedTensors(shards), shards
+	ranks := make([]int64, len(g.ranks))
+	for r := range ranks {
+		ranks[r] = int64(r)
 	}
-	ck, err := checkpoint.Open(path)
+	ck, tensors, err := openRankShards(path, layout, wopts, ranks)
 	if err != nil {
 		return nil, err
 	}
 	defer ck.Close()
-	if err := matchListing(ck, listing); err != nil {
-		return nil, err
-	}
 	ws := make([]*device.Weights, len(g.ranks))
 	err = g.each("load weights sharded", func(r int, m *Manager) error {
 		w, err := m.worker.LoadWeightRanges(ctx, ck, tensors[r], o)
@@ -99,15 +80,15 @@ func (g *Group) LoadWeightsSharded(ctx context.Context, path string, layout aren
 // differs.
 func matchListing(ck *checkpoint.Checkpoint, listing []arena.TensorShard) error {
 	if ck.Len() != len(listing) {
-		return fmt.Errorf("group load weights sharded: %w: the checkpoint %s holds %d tensors, its config lists %d", ErrInvalidValue, ck.Index(), ck.Len(), len(listing))
+		return fmt.Errorf("load weight shards: %w: the checkpoint %s holds %d tensors, its config lists %d", ErrInvalidValue, ck.Index(), ck.Len(), len(listing))
 	}
 	for _, s := range listing {
 		t, ok := ck.Tensor(s.Name)
 		switch {
 		case !ok:
-			return fmt.Errorf("group load weights sharded: %w: the config lists tensor %q, the checkpoint %s does not hold it", ErrInvalidValue, s.Name, ck.Index())
+			return fmt.Errorf("load weight shards: %w: the config lists tensor %q, the checkpoint %s does not hold it", ErrInvalidValue, s.Name, ck.Index())
 		case t.DType != s.DType || !slices.Equal(t.Shape, s.Shape):
-			return fmt.Errorf("group load weights sharded: %w: tensor %q is %v %v in the checkpoint, %v %v by its config", ErrInvalidValue, s.Name, t.DType, t.Shape, s.DType, s.Shape)
+			return fmt.Errorf("load weight shards: %w: tensor %q is %v %v in the checkpoint, %v %v by its config", ErrInvalidValue, s.Name, t.DType, t.Shape, s.DType, s.Shape)
 		}
 	}
 	return nil

@@ -36,8 +36,8 @@ func fileSlice(t *testing.T, ck *checkpoint.Checkpoint, s arena.TensorShard) []b
 }
 
 // Every rank of a 2- and 4-device group holds exactly its slice of every
-// tensor of one generated checkpoint, and its ledger exactly its shard's
-// pooled bytes.
+// tensor of one generated checkpoint (a Gated DeltaNet's and a Mamba-2
+// mixer's sections too), and its ledger exactly its shard's pooled bytes.
 func TestGroupLoadWeightsSharded(t *testing.T) {
 	for _, tc := range []struct {
 		config string
@@ -49,6 +49,11 @@ func TestGroupLoadWeightsSharded(t *testing.T) {
 		{"tiny-qwen3-moe.json", arena.ParallelLayout{TensorParallelSize: 2}},
 		{"tiny-qwen3-moe.json", arena.ParallelLayout{TensorParallelSize: 4, EnableExpertParallel: true}},
 		{"tiny-qwen3-moe.json", arena.ParallelLayout{TensorParallelSize: 2, DataParallelSize: 2, EnableExpertParallel: true}},
+		// Gated DeltaNet: conv1d in three sections; vocab 1000 padded to 1024.
+		{"tiny-qwen3-next.json", arena.ParallelLayout{TensorParallelSize: 2}},
+		{"tiny-qwen3-next.json", arena.ParallelLayout{TensorParallelSize: 4, EnableExpertParallel: true}},
+		// Mamba-2: in_proj in five sections, conv1d weight and bias in three.
+		{"tiny-nemotron-h.json", arena.ParallelLayout{TensorParallelSize: 2}},
 	} {
 		t.Run(fmt.Sprintf("%s %s", tc.config, tc.layout), func(t *testing.T) {
 			res := modelgen.ForTest(t, "internal/modelgen/testdata/"+tc.config, modelgen.Options{Seed: 3, ShardBytes: 300_000})

@@ -37,14 +37,20 @@ func poolConfig(spec *arena.KVCacheSpec) kvcache.Config {
 // KVStep applies one scheduler step to the KV cache's block pool, through
 // the KV supervisor's mailbox (one round trip): in order, it frees
 // finished or preempted sequences, forks, appends tokens to running
-// sequences and admits new ones with their prompts, reusing cached
-// prefixes (kvcache.Step says exactly how). Each request is all or
+// sequences and admits new ones with their prompts (or, under chunked
+// prefill, their first chunks: kvcache.Admit.MaxNewTokens), reusing
+// cached prefixes (kvcache.Step says exactly how). Each request is all or
 // nothing; one the pool refuses is in the result's Errors — an
 // *kvcache.ExhaustedError (kvcache.ErrExhausted) with the group, the
 // blocks asked, free and evictable when the pool is short, so the
 // scheduler can preempt and send it again — and changes nothing. The
 // result also lists the block copies a kernel must make before the
-// forward (copy-on-write after a fork) and each group's counts.
+// forward (copy-on-write after a fork) and each group's counts. With
+// s.Tables, the supervisor also writes the batch's block tables as the
+// step leaves them into s.Tables.Dst before it replies (what
+// KVBlockTables writes, in the same round trip; the result's TablesErr
+// says why not), so a scheduler step and its forward's block_tables cost
+// one round trip; Dst must not be touched until KVStep returns.
 //
 // ctx is checked when the request reaches the supervisor; a step it
 // applied is always reported. Errors (nothing applied): ErrNoKVCache, the

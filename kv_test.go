@@ -102,12 +102,23 @@ func TestKVStepThroughTheManager(t *testing.T) {
 	if !bytes.Equal(back, enc) {
 		t.Fatal("the block tables read back from scratch differ from those written")
 	}
+	// The same tables come back with a step (Step.Tables): one round trip.
+	withStep := make([]byte, len(enc))
+	if r, err := m.KVStep(ctx, kvcache.Step{Tables: &kvcache.TableRequest{Group: 0, Shape: shape, Batch: []kvcache.SeqID{2, 1}, Dst: withStep}}); err != nil || r.TablesErr != nil || !bytes.Equal(withStep, enc) {
+		t.Fatalf("tables with a step: %v, %v; want the bytes KVBlockTables wrote", err, r.TablesErr)
+	}
 
-	// 39 usable blocks, 9 used: a prompt of 40 blocks cannot be admitted.
-	r, err = m.KVStep(ctx, kvcache.Step{Admit: []kvcache.Admit{{Seq: 3, Tokens: tokens(9000, 640)}}})
+	// 39 usable blocks, 9 used: a prompt of 40 blocks cannot be admitted;
+	// the tables asked with the step leave it out.
+	clear(withStep)
+	r, err = m.KVStep(ctx, kvcache.Step{Admit: []kvcache.Admit{{Seq: 3, Tokens: tokens(9000, 640)}},
+		Tables: &kvcache.TableRequest{Group: 0, Shape: shape, Batch: []kvcache.SeqID{3, 1}, Dst: withStep}})
 	var ex *kvcache.ExhaustedError
 	if err != nil || len(r.Errors) != 1 || !errors.As(r.Errors[0].Err, &ex) || ex.Group != 0 || ex.Asked != 40 {
 		t.Fatalf("a prompt of 40 blocks: %v %v, want an *ExhaustedError asking 40 blocks of group 0", err, r.Errors)
+	}
+	if r.TablesErr != nil || !bytes.Equal(withStep[:shape.Width*4], enc[shape.Width*4:2*shape.Width*4]) {
+		t.Fatalf("tables with a refused admission: %v; want row 0 to be sequence 1's", r.TablesErr)
 	}
 	if st2, _ := m.KVStats(ctx); st2.Sequences != 2 || st2.Groups[0].Used != 9 {
 		t.Fatalf("after the refusal: %+v, want nothing changed", st2)

@@ -2,11 +2,15 @@ package gpuarena_test
 
 import (
 	"bytes"
+	"context"
+	"log"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/gpuworker"
+	"github.com/gpuarena/gpuarena/internal/testkit"
 )
 
 // gpuarena logs through the embedder's slog logger, structured; protoactor-go's
@@ -27,5 +31,51 @@ func TestLogsGoThroughTheEmbeddersLogger(t *testing.T) {
 	}
 	if strings.Contains(out, "actor system started") || strings.Contains(out, "\x1b[") {
 		t.Fatalf("protoactor-go's info chatter or colour codes leaked into %q", out)
+	}
+}
+
+// Without WithLogger, gpuarena writes nothing to the process's default
+// logger (slog.Default, and the log package behind it): a library is quiet
+// unless asked.
+func TestQuietWithoutALogger(t *testing.T) {
+	var buf bytes.Buffer
+	oldDefault, oldOut, oldFlags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() {
+		slog.SetDefault(oldDefault)
+		log.SetOutput(oldOut)
+		log.SetFlags(oldFlags)
+	})
+	m, err := gpuarena.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := testkit.SmallPlan("w")
+	if _, err := m.BuildArena(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := gpuworker.ParseMachine("2xh200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, err := gpuworker.NewHostSimMachine(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(machine.Factories()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("gpuarena logged to the default logger without WithLogger:\n%s", buf.String())
 	}
 }

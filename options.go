@@ -25,7 +25,7 @@ func defaultConfig() config {
 	return config{
 		backend:     gpuworker.BackendConfig{}.Factory(),
 		utilization: arena.DefaultGPUMemoryUtilization,
-		logger:      slog.Default(),
+		logger:      slog.New(slog.DiscardHandler),
 		layout:      device.LayoutPooled,
 		spin:        gpuworker.DefaultSpin,
 	}
@@ -53,7 +53,8 @@ func WithBackendFactory(f gpuworker.BackendFactory) Option {
 func WithGPUMemoryUtilization(f float64) Option { return func(c *config) { c.utilization = f } }
 
 // WithLogger routes gpuarena's logs, and protoactor-go's warnings and errors,
-// to l. Default slog.Default().
+// to l. Without it gpuarena logs nothing (a discard logger): not even to
+// slog.Default, which belongs to the program, not to a library.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithArenaLayout chooses how BuildArena allocates: device.LayoutPooled (the

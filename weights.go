@@ -2,7 +2,6 @@ package gpuarena
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/gpuarena/gpuarena/checkpoint"
 	"github.com/gpuarena/gpuarena/device"
@@ -72,14 +71,8 @@ func (m *Manager) LoadWeights(ctx context.Context, path string, opts ...LoadOpti
 	if err := m.worker.CheckCaller(); err != nil {
 		return nil, err
 	}
-	var o gpuworker.LoadOptions
-	for i, f := range opts {
-		if f == nil {
-			return nil, fmt.Errorf("load weights: %w: option %d is nil", ErrInvalidValue, i+1)
-		}
-		f(&o)
-	}
-	if err := o.Validate(); err != nil {
+	o, err := loadOptions("load weights", opts)
+	if err != nil {
 		return nil, err
 	}
 	ck, err := checkpoint.Open(path)

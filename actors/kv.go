@@ -29,8 +29,9 @@ var (
 // block pool (kvcache.Pool, which has no lock of its own) and applies every
 // change to it, one message at a time, so its mailbox is what serialises
 // the pool — the rule that serialises slab carves. A scheduler step is one
-// message (KVStep) and one round trip. The supervisor never waits for the
-// GPU thread, so forward steps may call it.
+// message (KVStep) and one round trip, the batch's block tables written
+// with it when the step asks (kvcache.Step.Tables). The supervisor never
+// waits for the GPU thread, so forward steps may call it.
 //
 // A panic while it handles a request (a bug in the pool) is answered with
 // ErrSupervisorPanic, and the pool, which may be half changed, is not used
@@ -117,7 +118,8 @@ func (k *KV) Drop() bool {
 	return had
 }
 
-// Step applies one scheduler step (kvcache.Pool.Apply). Errors: ErrNoKVCache,
+// Step applies one scheduler step (kvcache.Pool.Apply), writing the block
+// tables s.Tables asks for before it replies. Errors: ErrNoKVCache,
 // the context's (the step was not applied), ErrSupervisorPanic,
 // gpuworker.ErrClosed; requests the pool refuses are in the result.
 func (k *KV) Step(ctx context.Context, s kvcache.Step) (kvcache.StepResult, error) {

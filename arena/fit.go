@@ -62,9 +62,10 @@ type FitOptions struct {
 	// A set 0 is an error (see ValidateGPUMemoryUtilization).
 	GPUMemoryUtilization *float64
 	// ReserveBytes is held back for the CUDA context, library workspaces and
-	// CUDA graphs, in bytes, ≥ 0; nil means DefaultReserveBytes, a set 0
-	// reserves nothing (for a device measured with this process's context
-	// and graphs already in place).
+	// CUDA graphs, in bytes, ≥ 0; nil means DefaultReserveBytes, or
+	// DefaultContextReserveBytes when CUDAGraphs sizes the graphs on their
+	// own; a set 0 reserves nothing (for a device measured with this
+	// process's context and graphs already in place).
 	ReserveBytes *int64
 	// UtilizationScope is what GPUMemoryUtilization caps: "" or
 	// UtilizationDevice, every process on the device together (memory
@@ -77,6 +78,12 @@ type FitOptions struct {
 	// its arena), SamplerWarmupProfiled (vLLM ≤ 0.16) or
 	// SamplerWarmupAfterKVCache (vLLM ≥ 0.17); see SamplerWarmup.
 	SamplerWarmup SamplerWarmup
+	// CUDAGraphs is which of vLLM's CUDA-graph rules the fit follows: ""
+	// or CUDAGraphsNone (the default: the reserve covers the graphs),
+	// CUDAGraphsAfterKVCache (vLLM < 0.21: captured after the KV cache is
+	// sized, outside the budget) or CUDAGraphsEstimated (vLLM ≥ 0.21:
+	// counted inside the budget); see CUDAGraphs.
+	CUDAGraphs CUDAGraphs
 	// Weights chooses how the weights are sized (dtype override, MTP).
 	Weights WeightOptions
 	// ExcludeWeights leaves the weights out of the budget: they live on
@@ -110,7 +117,8 @@ type FitItem struct {
 	// groups), a buffer's name ("logits"), a slab's name, "reserve", or
 	// "kv.one_sequence" (one max_seq_len sequence's KV cache and state).
 	Name string `json:"name"`
-	// Kind is "others", "weights", "buffer", "slab", "reserve" or "kv".
+	// Kind is "others", "weights", "buffer", "slab", "reserve",
+	// "cuda_graphs" (under CUDAGraphsEstimated) or "kv".
 	Kind string `json:"kind"`
 	// Bytes is its size.
 	Bytes int64 `json:"bytes"`
@@ -125,8 +133,10 @@ type FitSuggestions struct {
 	MaxBatchTokens int64 `json:"max_batch_tokens,omitempty"`
 	// MaxSeqLen is the largest max_seq_len below the plan's that fits.
 	MaxSeqLen int64 `json:"max_seq_len,omitempty"`
-	// GPUMemoryUtilization is the lowest utilization (≤ 1, in steps of
-	// 0.0001) that fits.
+	// GPUMemoryUtilization is the utilization (≤ 1, in steps of 0.0001)
+	// nearest the plan's that fits: the lowest that fits when the budget
+	// is short, the highest when only the memory outside the budget is
+	// (FitReport.OutsideRequiredBytes).
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
 	// LogitsRows is "sampled" when the plan's logits_rows is "all" and
 	// sampled rows alone make it fit; "" otherwise.
@@ -145,9 +155,9 @@ type FitSuggestions struct {
 type FitReport struct {
 	// Fits: RequiredBytes ≤ BudgetBytes, i.e. at least one sequence of
 	// max_seq_len fits next to everything else; under UtilizationInstance
-	// also a budget the free memory passes; under a vLLM SamplerWarmup
-	// also ReserveBytes ≤ SamplerOutsideBytes (plus SamplerPassBytes under
-	// SamplerWarmupAfterKVCache).
+	// also a budget the free memory passes; when something lies outside
+	// the budget (a vLLM SamplerWarmup, CUDAGraphsAfterKVCache) also
+	// OutsideRequiredBytes ≤ OutsideBudgetBytes.
 	Fits bool `json:"fits"`
 	// ModelType is the plan's model_type.
 	ModelType string `json:"model_type"`
@@ -203,7 +213,9 @@ type FitReport struct {
 	// alignment per buffer). SlabBytes is Plan.SlabBytes.
 	ArenaBytes int64 `json:"arena_bytes"`
 	SlabBytes  int64 `json:"slab_bytes"`
-	// ReserveBytes is the reserve for the CUDA context, workspaces and graphs.
+	// ReserveBytes is the reserve for the CUDA context, workspaces and
+	// graphs (the context and workspaces alone when CUDAGraphs sizes the
+	// graphs and the reserve was left unset).
 	ReserveBytes int64 `json:"reserve_bytes"`
 	// SamplerWarmup is the sampler_warmup the fit used. Under a vLLM mode
 	// SamplerRows is min(max_batch_size, max_batch_tokens),
@@ -211,21 +223,45 @@ type FitReport struct {
 	// SamplerSortBytesPerElement or SamplerTritonBytesPerElement, and
 	// SamplerPassBytes SamplerRows × vocab × SamplerBytesPerElement, one
 	// dummy sampler pass; SamplerBudgetBytes, max(SamplerPassBytes −
-	// ArenaBytes, 0), counts inside the budget. SamplerOutsideBytes is
-	// Device.FreeBytes − ProcessBudgetBytes, the memory outside the
-	// budget, which must hold the reserve (vLLM's CUDA context and CUDA
-	// graphs lie outside its budget) and, under SamplerWarmupAfterKVCache,
-	// the warm-up pass after the KV cache is sized. All 0 under
-	// SamplerWarmupNone.
+	// ArenaBytes, 0), counts inside the budget; the reserve then lies
+	// outside the budget (OutsideRequiredBytes), as vLLM's CUDA context
+	// does. All 0 under SamplerWarmupNone.
 	SamplerWarmup          SamplerWarmup `json:"sampler_warmup"`
 	SamplerRows            int64         `json:"sampler_rows"`
 	SamplerBytesPerElement int64         `json:"sampler_bytes_per_element"`
 	SamplerPassBytes       int64         `json:"sampler_pass_bytes"`
 	SamplerBudgetBytes     int64         `json:"sampler_budget_bytes"`
-	SamplerOutsideBytes    int64         `json:"sampler_outside_bytes"`
+	// CUDAGraphs is the cuda_graphs the fit used. Under a vLLM mode
+	// CUDAGraphPiecewiseCaptures is the number of vLLM's capture sizes
+	// (one PIECEWISE graph set of CUDAGraphPieces = num_layers + 1 pieces
+	// each), CUDAGraphFullCaptures those up to max_batch_size × (1 +
+	// k_max) (one FULL graph each), CUDAGraphLargestCapture the largest
+	// size in tokens, CUDAGraphActivationBytes the arena's buffers planned
+	// for that many tokens less their logits, and CUDAGraphBytes the
+	// estimate: CUDAGraphActivationBytes + CUDAGraphPiecewiseCaptures ×
+	// CUDAGraphPieces × CUDAGraphPieceBytes + CUDAGraphFullCaptures ×
+	// CUDAGraphFullBytes (see CUDAGraphs). It counts inside the budget
+	// under CUDAGraphsEstimated and outside it under
+	// CUDAGraphsAfterKVCache. All 0 under CUDAGraphsNone.
+	CUDAGraphs                 CUDAGraphs `json:"cuda_graphs"`
+	CUDAGraphPiecewiseCaptures int64      `json:"cuda_graph_piecewise_captures"`
+	CUDAGraphPieces            int64      `json:"cuda_graph_pieces"`
+	CUDAGraphFullCaptures      int64      `json:"cuda_graph_full_captures"`
+	CUDAGraphLargestCapture    int64      `json:"cuda_graph_largest_capture"`
+	CUDAGraphActivationBytes   int64      `json:"cuda_graph_activation_bytes"`
+	CUDAGraphBytes             int64      `json:"cuda_graph_bytes"`
+	// OutsideBudgetBytes is Device.FreeBytes − ProcessBudgetBytes, the
+	// memory outside the budget, and OutsideRequiredBytes what must fit
+	// there, all of which vLLM allocates after its KV cache has filled
+	// the budget: the reserve under a vLLM SamplerWarmup, CUDAGraphBytes
+	// under CUDAGraphsAfterKVCache and SamplerPassBytes under
+	// SamplerWarmupAfterKVCache. Both 0 when nothing lies outside.
+	OutsideBudgetBytes   int64 `json:"outside_budget_bytes"`
+	OutsideRequiredBytes int64 `json:"outside_required_bytes"`
 	// KVBudgetBytes is ProcessBudgetBytes − WeightBytes − ArenaBytes −
 	// SamplerBudgetBytes − SlabBytes − ReserveBytes (without ReserveBytes
-	// under a vLLM SamplerWarmup), 0 when that is negative.
+	// under a vLLM SamplerWarmup) − CUDAGraphBytes (under
+	// CUDAGraphsEstimated only), 0 when that is negative.
 	KVBudgetBytes int64 `json:"kv_budget_bytes"`
 	// KV is the model's KV layout under the plan's options
 	// (NewKVLayoutFor: kv_block_size, kv_cache_dtype,
@@ -258,18 +294,20 @@ type FitReport struct {
 	KVCacheBytes int64 `json:"kv_cache_bytes"`
 	KVTokens     int64 `json:"kv_tokens"`
 	// RequiredBytes is UsedByOthersBytes + WeightBytes + ArenaBytes +
-	// SamplerBudgetBytes + SlabBytes + ReserveBytes + SeqBytes; under
-	// UtilizationInstance the same without UsedByOthersBytes; under a vLLM
-	// SamplerWarmup the same without ReserveBytes, which is outside the
-	// budget (SamplerOutsideBytes).
+	// SamplerBudgetBytes + SlabBytes + ReserveBytes + SeqBytes, plus
+	// CUDAGraphBytes under CUDAGraphsEstimated; under UtilizationInstance
+	// the same without UsedByOthersBytes; under a vLLM SamplerWarmup the
+	// same without ReserveBytes, which is outside the budget
+	// (OutsideRequiredBytes).
 	RequiredBytes int64 `json:"required_bytes"`
 	// HeadroomBytes is BudgetBytes − RequiredBytes when it fits (the KV
 	// cache takes it), else 0.
 	HeadroomBytes int64 `json:"headroom_bytes"`
 	// ShortfallBytes is RequiredBytes − BudgetBytes when it does not fit,
 	// else 0; under UtilizationInstance with less free than BudgetBytes, at
-	// least BudgetBytes − Device.FreeBytes (what others must free); under
-	// a vLLM SamplerWarmup, at least what SamplerOutsideBytes lacks.
+	// least BudgetBytes − Device.FreeBytes (what others must free); with
+	// something outside the budget, at least OutsideRequiredBytes −
+	// OutsideBudgetBytes.
 	ShortfallBytes int64 `json:"shortfall_bytes"`
 	// Largest is the three largest items of RequiredBytes, largest first.
 	Largest []FitItem `json:"largest"`
@@ -300,7 +338,8 @@ func (r FitReport) MarshalJSON() ([]byte, error) {
 // UtilizationInstance, InstanceBudget's *FreeMemoryError) make a report
 // that does not fit, not an error. Errors: an *OptionError (errors.Is
 // ErrInvalidOption) for a set gpu_memory_utilization outside (0, 1], an
-// unknown utilization_scope or sampler_warmup, a negative reserve_bytes, an unsupported
+// unknown utilization_scope, sampler_warmup or cuda_graphs, a negative
+// reserve_bytes, an unsupported
 // weight_dtype, total_bytes ≤ 0, free_bytes outside [0, total_bytes], a
 // negative checkpoint_weight_bytes, or checkpoint_pooled_tensor_bytes with
 // a negative size or a sum other than a set checkpoint_weight_bytes; a
@@ -348,6 +387,7 @@ type fitParams struct {
 	utilization    float64
 	scope          UtilizationScope
 	sampler        SamplerWarmup
+	cudaGraphs     CUDAGraphs
 	reserveBytes   int64
 	weights        WeightOptions
 	excludeWeights bool
@@ -395,6 +435,12 @@ func (o FitOptions) resolve() (fitParams, error) {
 	}
 	if p.sampler, err = ParseSamplerWarmup(string(o.SamplerWarmup)); err != nil {
 		return p, err
+	}
+	if p.cudaGraphs, err = ParseCUDAGraphs(string(o.CUDAGraphs)); err != nil {
+		return p, err
+	}
+	if p.cudaGraphs != CUDAGraphsNone {
+		p.reserveBytes = DefaultContextReserveBytes // the graphs are sized on their own
 	}
 	if o.GPUMemoryUtilization != nil {
 		if err := ValidateGPUMemoryUtilization(*o.GPUMemoryUtilization); err != nil {
@@ -505,7 +551,11 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	own, err := CheckedSum(what+" this process's committed bytes", r.WeightBytes, r.ArenaBytes, sampler, r.SlabBytes, reserveInside(r))
+	graphs, err := cudaGraphMemory(f.opts.cudaGraphs, f.cfg, plan, r)
+	if err != nil {
+		return nil, err
+	}
+	own, err := CheckedSum(what+" this process's committed bytes", r.WeightBytes, r.ArenaBytes, sampler, r.SlabBytes, reserveInside(r), graphs)
 	if err != nil {
 		return nil, err
 	}
@@ -529,15 +579,18 @@ func (f *fitter) fit(plan *Plan) (*FitReport, error) {
 			return nil, err
 		}
 	}
-	warmup := samplerWarmupFits(r)
-	r.Fits = r.RequiredBytes <= r.BudgetBytes && (!instance || f.noBudget == nil) && warmup
+	outside, err := outsideFits(r)
+	if err != nil {
+		return nil, err
+	}
+	r.Fits = r.RequiredBytes <= r.BudgetBytes && (!instance || f.noBudget == nil) && outside
 	switch {
 	case r.Fits:
 		r.HeadroomBytes = r.BudgetBytes - r.RequiredBytes
 	default:
 		r.ShortfallBytes = max(r.RequiredBytes-r.BudgetBytes, f.startupShortfall)
-		if !warmup {
-			r.ShortfallBytes = max(r.ShortfallBytes, samplerOutsideNeed(r)-r.SamplerOutsideBytes)
+		if !outside {
+			r.ShortfallBytes = max(r.ShortfallBytes, r.OutsideRequiredBytes-r.OutsideBudgetBytes)
 		}
 	}
 	return r, nil
@@ -570,6 +623,9 @@ func (f *fitter) largest(plan *Plan, r *FitReport) []FitItem {
 		push(s.Name, "slab", s.Bytes)
 	}
 	push("reserve", "reserve", r.ReserveBytes)
+	if r.CUDAGraphs == CUDAGraphsEstimated {
+		push("cuda_graphs", "cuda_graphs", r.CUDAGraphBytes)
+	}
 	push("kv.one_sequence", "kv", r.SeqBytes)
 	slices.SortStableFunc(items, func(a, b FitItem) int { return cmp.Compare(b.Bytes, a.Bytes) })
 	return items[:min(3, len(items))]
@@ -589,6 +645,10 @@ func (r *FitReport) LogValue() slog.Value {
 		slog.Int64("slab_bytes", r.SlabBytes),
 		slog.Int64("reserve_bytes", r.ReserveBytes),
 		slog.Int64("sampler_budget_bytes", r.SamplerBudgetBytes),
+		slog.String("cuda_graphs", string(r.CUDAGraphs)),
+		slog.Int64("cuda_graph_bytes", r.CUDAGraphBytes),
+		slog.Int64("outside_budget_bytes", r.OutsideBudgetBytes),
+		slog.Int64("outside_required_bytes", r.OutsideRequiredBytes),
 		slog.Int64("kv_budget_bytes", r.KVBudgetBytes),
 		slog.Int64("seq_bytes", r.SeqBytes),
 		slog.Int64("max_concurrent_seqs", r.MaxConcurrentSeqs),

@@ -33,15 +33,21 @@ func (f *fitter) notes(plan *Plan, r *FitReport) []string {
 	for _, n := range f.weights.Notes {
 		add("weights: %s", n)
 	}
-	add("reserve: %d B (%s) for the CUDA context, library workspaces and CUDA graphs", r.ReserveBytes, HumanBytes(r.ReserveBytes))
+	if r.CUDAGraphs == CUDAGraphsNone {
+		add("reserve: %d B (%s) for the CUDA context, library workspaces and CUDA graphs", r.ReserveBytes, HumanBytes(r.ReserveBytes))
+	} else {
+		add("reserve: %d B (%s) for the CUDA context and library workspaces; the CUDA graphs are sized on their own", r.ReserveBytes, HumanBytes(r.ReserveBytes))
+	}
 	if pad := r.ArenaBytes - plan.BufferBytes; pad > 0 {
 		add("arena: %d B of buffers plus %d B of %d-byte alignment in one pool", plan.BufferBytes, pad, PoolAlign)
 	}
 	if n := logitsNote(plan); n != "" {
 		add("%s", n)
 	}
-	if n := samplerNote(r); n != "" {
-		add("%s", n)
+	for _, n := range []string{samplerNote(r), cudaGraphNote(r), outsideNote(r)} {
+		if n != "" {
+			add("%s", n)
+		}
 	}
 	l := r.KV
 	if l.BytesPerBlock == 0 {

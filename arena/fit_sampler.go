@@ -22,12 +22,10 @@ import "fmt"
 //
 // Under either vLLM value the fit also places the reserve where vLLM's
 // start-up has it: the CUDA context exists before the start-up memory
-// snapshot (Worker.init_device) and the CUDA graphs are captured after the
-// KV cache is sized (Worker.compile_or_warm_up_model), and vLLM takes
-// neither out of its budget (it subtracts its graph estimate only with
-// VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS set), so the reserve that
-// stands for them must fit in the memory outside the budget, free −
-// budget, instead of coming out of it.
+// snapshot (Worker.init_device) and vLLM does not take it out of its
+// budget, so the reserve must fit in the memory outside the budget, free
+// − budget, instead of coming out of it. The reserve stands for the CUDA
+// graphs too unless FitOptions.CUDAGraphs sizes them (CUDAGraphs).
 type SamplerWarmup string
 
 // The sampler_warmup values; "" is SamplerWarmupNone.
@@ -121,59 +119,14 @@ func samplerPass(mode SamplerWarmup, plan *Plan, r *FitReport) (int64, error) {
 	return r.SamplerBudgetBytes, nil
 }
 
-// reserveInside is the reserve the budget holds: all of it under
-// SamplerWarmupNone, none under a vLLM mode, where it lies outside.
-func reserveInside(r *FitReport) int64 {
-	if r.SamplerWarmup == SamplerWarmupNone {
-		return r.ReserveBytes
-	}
-	return 0
-}
-
-// samplerOutsideNeed is what the memory outside the budget must hold: 0
-// under SamplerWarmupNone, the reserve under SamplerWarmupProfiled, the
-// reserve and the warm-up pass under SamplerWarmupAfterKVCache (each
-// checked against overflow when it was computed, so their sum is below
-// 2^64 and the fit's checked sums keep each below 2^63).
-func samplerOutsideNeed(r *FitReport) int64 {
-	switch r.SamplerWarmup {
-	case SamplerWarmupProfiled:
-		return r.ReserveBytes
-	case SamplerWarmupAfterKVCache:
-		return r.ReserveBytes + r.SamplerPassBytes
-	}
-	return 0
-}
-
-// samplerWarmupFits sets SamplerOutsideBytes, the device's free memory
-// less the process budget, under a vLLM mode and reports whether it holds
-// samplerOutsideNeed; true under SamplerWarmupNone.
-func samplerWarmupFits(r *FitReport) bool {
-	if r.SamplerWarmup == SamplerWarmupNone {
-		return true
-	}
-	r.SamplerOutsideBytes = r.Device.FreeBytes - r.ProcessBudgetBytes
-	return samplerOutsideNeed(r) <= r.SamplerOutsideBytes
-}
-
-// samplerNote says what the sampler pass added, "" under SamplerWarmupNone.
+// samplerNote says what the sampler pass added inside the budget, ""
+// under SamplerWarmupNone; outsideNote says what lies outside it.
 func samplerNote(r *FitReport) string {
 	if r.SamplerWarmup == SamplerWarmupNone {
 		return ""
 	}
-	n := fmt.Sprintf("sampler (sampler_warmup %s): vLLM's dummy sampler pass over [%d, vocab] at %d B per element is %d B (%s); "+
+	return fmt.Sprintf("sampler (sampler_warmup %s): vLLM's dummy sampler pass over [%d, vocab] at %d B per element is %d B (%s); "+
 		"the profile's peak is the larger of it and the arena (%d B), adding %d B inside the budget",
 		r.SamplerWarmup, r.SamplerRows, r.SamplerBytesPerElement, r.SamplerPassBytes, HumanBytes(r.SamplerPassBytes),
 		r.ArenaBytes, r.SamplerBudgetBytes)
-	what := "the reserve (CUDA context and graphs, outside vLLM's budget)"
-	if r.SamplerWarmup == SamplerWarmupAfterKVCache {
-		what += " and the warm-up pass after the KV cache is sized"
-	}
-	need := samplerOutsideNeed(r)
-	verdict := "holds them"
-	if need > r.SamplerOutsideBytes {
-		verdict = fmt.Sprintf("is short by %d B: vLLM runs out of memory after sizing its KV cache (lower max_batch_size or gpu_memory_utilization)",
-			need-r.SamplerOutsideBytes)
-	}
-	return n + fmt.Sprintf("; outside the budget, free − budget = %d B must hold %s, %d B, and %s", r.SamplerOutsideBytes, what, need, verdict)
 }

@@ -30,7 +30,7 @@ func samplerFit(t *testing.T, mode SamplerWarmup, reserve int64) *FitReport {
 func TestFitSamplerWarmup(t *testing.T) {
 	const reserve = 1 << 30
 	none := samplerFit(t, SamplerWarmupNone, reserve)
-	if none.SamplerWarmup != SamplerWarmupNone || none.SamplerPassBytes != 0 || none.SamplerOutsideBytes != 0 || !none.Fits {
+	if none.SamplerWarmup != SamplerWarmupNone || none.SamplerPassBytes != 0 || none.OutsideBudgetBytes != 0 || !none.Fits {
 		t.Fatalf("none: %+v", none)
 	}
 	for _, c := range []struct {
@@ -50,8 +50,8 @@ func TestFitSamplerWarmup(t *testing.T) {
 			t.Errorf("%s: rows %d, %d B per element, pass %d B", c.mode, r.SamplerRows, r.SamplerBytesPerElement, r.SamplerPassBytes)
 		case r.SamplerBudgetBytes != added, r.KVBudgetBytes != none.KVBudgetBytes+reserve-added:
 			t.Errorf("%s: inside %d B (want %d), KV budget %d B (none %d B)", c.mode, r.SamplerBudgetBytes, added, r.KVBudgetBytes, none.KVBudgetBytes)
-		case r.SamplerOutsideBytes != outside, r.Fits != (c.outsides <= outside), !r.Fits:
-			t.Errorf("%s: outside %d B (want %d) must hold %d B; fits %v", c.mode, r.SamplerOutsideBytes, outside, c.outsides, r.Fits)
+		case r.OutsideBudgetBytes != outside, r.Fits != (c.outsides <= outside), !r.Fits:
+			t.Errorf("%s: outside %d B (want %d) must hold %d B; fits %v", c.mode, r.OutsideBudgetBytes, outside, c.outsides, r.Fits)
 		case !hasNote(r.Notes, "holds them"):
 			t.Errorf("%s: notes %q", c.mode, r.Notes)
 		}
@@ -60,7 +60,7 @@ func TestFitSamplerWarmup(t *testing.T) {
 	// GiB) beside the warm-up pass do not fit outside 0.95 of the card.
 	const logged = 2_523_293_286
 	r := samplerFit(t, SamplerWarmupAfterKVCache, logged)
-	if short := logged + r.SamplerPassBytes - r.SamplerOutsideBytes; r.Fits || short <= 0 || r.ShortfallBytes != short ||
+	if short := logged + r.SamplerPassBytes - r.OutsideBudgetBytes; r.Fits || short <= 0 || r.ShortfallBytes != short ||
 		!hasNote(r.Notes, "vLLM runs out of memory after sizing its KV cache") {
 		t.Errorf("logged reserve: fits %v, shortfall %d B (want %d), notes %q", r.Fits, r.ShortfallBytes, short, r.Notes)
 	}

@@ -6,8 +6,10 @@ import "math/big"
 // max_batch_tokens and max_seq_len below the plan's that fit (each alone;
 // the plan's bytes and one sequence's KV grow monotonically with both, so
 // a binary search finds them; max_seq_len never past the model's
-// MaxSeqLenLimit), the lowest utilization that fits, and whether
-// logits_rows "sampled" alone fits.
+// MaxSeqLenLimit), the utilization nearest the plan's that fits (the
+// lowest when the budget is short, the highest when only the memory
+// outside it is; checked by fitting at it), and whether logits_rows
+// "sampled" alone fits.
 func (f *fitter) suggest(plan *Plan, r *FitReport) *FitSuggestions {
 	base := plan.Options
 	fits := func(o Options) bool {
@@ -34,10 +36,16 @@ func (f *fitter) suggest(plan *Plan, r *FitReport) *FitSuggestions {
 			return fits(o)
 		}),
 	}
-	if f.opts.scope == UtilizationInstance {
+	switch {
+	case r.RequiredBytes <= r.BudgetBytes && f.noBudget == nil:
+		s.GPUMemoryUtilization = highestOutsideUtilization(r)
+	case f.opts.scope == UtilizationInstance:
 		s.GPUMemoryUtilization = lowestInstanceUtilization(r.RequiredBytes, f.dev.FreeBytes, f.dev.TotalBytes)
-	} else {
+	default:
 		s.GPUMemoryUtilization = lowestUtilization(r.RequiredBytes, f.dev.TotalBytes)
+	}
+	if u := s.GPUMemoryUtilization; u > 0 && !f.fitsAtUtilization(plan, u) {
+		s.GPUMemoryUtilization = 0
 	}
 	if base.LogitsRows != LogitsSampled {
 		o := base
@@ -47,6 +55,38 @@ func (f *fitter) suggest(plan *Plan, r *FitReport) *FitSuggestions {
 		}
 	}
 	return s
+}
+
+// fitsAtUtilization reports whether plan fits with gpu_memory_utilization
+// u in place of the fitter's.
+func (f *fitter) fitsAtUtilization(plan *Plan, u float64) bool {
+	o := f.opts
+	o.utilization = u
+	g, err := newFitter(f.cfg, f.dev, o, f.weights)
+	if err != nil {
+		return false
+	}
+	r, err := g.fit(plan)
+	return err == nil && r.Fits
+}
+
+// highestOutsideUtilization is, for r whose budget holds everything but
+// whose memory outside the budget does not hold OutsideRequiredBytes, the
+// highest n/10000 whose budget leaves that much outside: free − ⌈u·total⌉
+// under UtilizationInstance, total − ⌊u·total⌋ under UtilizationDevice, so
+// n = ⌊(free or total − OutsideRequiredBytes)·10000 / total⌋; 0 when n ≤
+// 0.
+func highestOutsideUtilization(r *FitReport) float64 {
+	room := r.Device.TotalBytes
+	if r.UtilizationScope == UtilizationInstance {
+		room = r.Device.FreeBytes
+	}
+	n := new(big.Int).Mul(big.NewInt(room-r.OutsideRequiredBytes), big.NewInt(fitUtilizationStep))
+	n.Quo(n, big.NewInt(r.Device.TotalBytes))
+	if n.Sign() <= 0 {
+		return 0
+	}
+	return float64(min(n.Int64(), fitUtilizationStep)) / fitUtilizationStep
 }
 
 // largestFitting is the largest v in [lo, hi] with ok(v), for ok true up to

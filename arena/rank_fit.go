@@ -239,3 +239,41 @@ func suggestRanks(cfg *ModelConfig, opts Options, l ParallelLayout, devs []Devic
 	}
 	return s
 }
+
+// FitRank is the FitReport of one rank of layout on dev with the rank's
+// weights sized exactly: pooledTensorBytes are its shard's tensor sizes
+// (TensorShard.RankBytes of RankShards(cfg, fo.Weights, layout, rank), in
+// order), as a pooled load allocates them (Manager.LoadWeightsRank), so
+// the report's CheckpointWeightBytes is their sum and WeightPaddingBytes the
+// pool's alignment padding; everything else is the rank's report in
+// FitRanks. Its KVBlocks are this rank's alone: the layout's are the
+// minimum over the ranks (RankFitReport.KVBlocks). Errors: an
+// *OptionError for a rank outside [0, layout.GPUs()) or a set
+// CheckpointWeightBytes (the shard's sizes say it); FitRanks' errors.
+func FitRank(cfg *ModelConfig, opts Options, layout ParallelLayout, rank int64, dev DeviceMemory, fo FitOptions, pooledTensorBytes []int64) (*FitReport, error) {
+	l, err := layout.resolved()
+	if err != nil {
+		return nil, err
+	}
+	n := l.GPUs()
+	if rank < 0 || rank >= n {
+		return nil, &OptionError{Option: "rank", Value: rank, Reason: fmt.Sprintf("layout %s has ranks 0 to %d", l, n-1)}
+	}
+	if fo.CheckpointWeightBytes != nil {
+		return nil, &OptionError{Option: "checkpoint_weight_bytes", Value: *fo.CheckpointWeightBytes,
+			Reason: "a rank's weights are its shard's tensor sizes: leave it unset"}
+	}
+	if err := dev.validate(); err != nil {
+		return nil, err
+	}
+	fo.CheckpointPooledTensorBytes = pooledTensorBytes
+	o, err := fo.resolve()
+	if err != nil {
+		return nil, err
+	}
+	ranks, err := PlanRanks(cfg, opts, o.weights, l)
+	if err != nil {
+		return nil, err
+	}
+	return fitRank(ranks[rank], cfg, dev, o, fo, n)
+}

@@ -103,7 +103,7 @@ func FuzzPlanRanks(f *testing.F) {
 	f.Add(int64(1), int64(1), int64(1), false, uint8(0))
 	f.Add(int64(8), int64(1), int64(1), false, uint8(1))
 	f.Add(int64(2), int64(2), int64(2), true, uint8(2))
-	names := []string{"llama-3.1-8b.json", "deepseek-v3.json", "qwen3-next-80b-a3b-thinking.json", "nemotron-h-56b-base-8k.json", "gpt-oss-20b.json"}
+	names := []string{"llama-3.1-8b.json", "deepseek-v3.json", "qwen3-next-80b-a3b-thinking.json", "nemotron-h-56b-base-8k.json", "gemma-3-27b-it.json"}
 	cfgs := make([]*ModelConfig, len(names))
 	for i, n := range names {
 		cfgs[i] = loadExample(f, n)
@@ -126,4 +126,62 @@ func FuzzPlanRanks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFitRankExactWeights: one rank's fit with its shard's exact sizes
+// holds the same weights as the layout's estimate, plus the pool's
+// alignment, and the KV cache gets what the padding leaves.
+func TestFitRankExactWeights(t *testing.T) {
+	for _, name := range []string{"llama-3.1-8b.json", "gemma-3-27b-it.json"} {
+		t.Run(name, func(t *testing.T) { testFitRankExactWeights(t, loadExample(t, name)) })
+	}
+}
+
+func testFitRankExactWeights(t *testing.T, cfg *ModelConfig) {
+	l := ParallelLayout{TensorParallelSize: 2}
+	all, err := FitRanks(cfg, Options{}, l, []DeviceMemory{h100}, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rank := range int64(2) {
+		shards, err := RankShards(cfg, WeightOptions{}, l, rank)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int64
+		for _, s := range shards {
+			sizes = append(sizes, s.RankBytes())
+		}
+		pooled, err := PooledBytes(sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := FitRank(cfg, Options{}, l, rank, h100, FitOptions{}, sizes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est := all.Ranks[rank].Report
+		if r.CheckpointWeightBytes != est.EstimatedWeightBytes || r.WeightBytes != pooled || r.WeightPaddingBytes != pooled-est.EstimatedWeightBytes {
+			t.Errorf("rank %d: weights %d (checkpoint %d + padding %d), want pooled %d of the estimate's %d",
+				rank, r.WeightBytes, r.CheckpointWeightBytes, r.WeightPaddingBytes, pooled, est.EstimatedWeightBytes)
+		}
+		if (cfg.ModelType == "gemma3") != (r.WeightPaddingBytes > 0) || r.ArenaBytes != est.ArenaBytes || r.KVBytesPerBlock != est.KVBytesPerBlock {
+			t.Errorf("rank %d: padding %d, arena %d (want %d), %d B a block (want %d)", rank, r.WeightPaddingBytes, r.ArenaBytes, est.ArenaBytes, r.KVBytesPerBlock, est.KVBytesPerBlock)
+		}
+		if r.KVBlocks > est.KVBlocks || r.KVBlocks < est.KVBlocks-(r.WeightPaddingBytes/r.KVBytesPerBlock+1) {
+			t.Errorf("rank %d: %d KV blocks, the estimate's %d", rank, r.KVBlocks, est.KVBlocks)
+		}
+	}
+}
+
+func TestFitRankErrors(t *testing.T) {
+	cfg := loadExample(t, "llama-3.1-8b.json")
+	l := ParallelLayout{TensorParallelSize: 2}
+	var oe *OptionError
+	if _, err := FitRank(cfg, Options{}, l, 2, h100, FitOptions{}, nil); !errors.As(err, &oe) || oe.Option != "rank" {
+		t.Errorf("rank 2 of 2: %v, want an *OptionError for rank", err)
+	}
+	if _, err := FitRank(cfg, Options{}, l, 0, h100, FitOptions{CheckpointWeightBytes: new(int64(1))}, nil); !errors.As(err, &oe) || oe.Option != "checkpoint_weight_bytes" {
+		t.Errorf("checkpoint_weight_bytes set: %v, want an *OptionError", err)
+	}
 }

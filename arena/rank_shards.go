@@ -25,9 +25,16 @@ const (
 	// ShardCols: the rank holds columns [Start, Start+Len) of dim 1
 	// (RowParallelLinear's input dimension).
 	ShardCols
+	// ShardSections: the rank holds several disjoint row ranges of dim 0,
+	// Sections, back to back: its slice of each section of a fused
+	// projection whose sections split over the ranks one by one (Gated
+	// DeltaNet's conv1d, Mamba-2's in_proj and conv1d:
+	// vllm/model_executor/layers/mamba/mamba_mixer2.py
+	// mamba_v2_sharded_weight_loader).
+	ShardSections
 )
 
-// String is "absent", "whole", "rows" or "cols".
+// String is "absent", "whole", "rows", "cols" or "sections".
 func (k ShardKind) String() string {
 	switch k {
 	case ShardAbsent:
@@ -38,6 +45,8 @@ func (k ShardKind) String() string {
 		return "rows"
 	case ShardCols:
 		return "cols"
+	case ShardSections:
+		return "sections"
 	}
 	return "ShardKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -46,6 +55,11 @@ func (k ShardKind) String() string {
 // in its checkpoint file.
 type ByteRange struct {
 	Offset, Bytes int64
+}
+
+// RowRange is Len rows of a tensor's dim 0 from row Start.
+type RowRange struct {
+	Start, Len int64
 }
 
 // TensorShard is the part of one checkpoint tensor a rank holds.
@@ -60,10 +74,15 @@ type TensorShard struct {
 	// otherwise.
 	Kind       ShardKind
 	Start, Len int64
+	// Sections are the dim-0 row ranges of a ShardSections shard, in
+	// increasing order, none empty, no two adjacent (adjacent ones are
+	// merged); nil for the other kinds.
+	Sections []RowRange
 	// RankShape is the tensor as the rank allocates it: Shape with the
-	// split dimension Len, or more for a vocabulary shard, whose rank holds
-	// padded_vocab / t rows however few real rows its range has (the
-	// padding rows are not in the file). Nil when absent.
+	// split dimension Len (the Sections' rows for ShardSections), or more
+	// for a vocabulary shard, whose rank holds padded_vocab / t rows
+	// however few real rows its range has (the padding rows are not in
+	// the file; the load zero-fills them). Nil when absent.
 	RankShape []int64
 }
 
@@ -87,8 +106,9 @@ func (s TensorShard) FileBytes() int64 {
 
 // ByteRanges is the byte ranges of the file's tensor the rank reads, in
 // order; the rank's tensor is their bytes back to back. A whole tensor and
-// a dim-0 slice are one range; a dim-1 slice is one range per dim-0 row
-// (the file is row-major), adjacent ones merged. Nil when absent or empty.
+// a dim-0 slice are one range; sections one range each; a dim-1 slice is
+// one range per dim-0 row (the file is row-major), adjacent ones merged.
+// Nil when absent or empty.
 func (s TensorShard) ByteRanges() []ByteRange {
 	total := shapeBytes(s.DType, s.Shape)
 	switch {
@@ -102,6 +122,13 @@ func (s TensorShard) ByteRanges() []ByteRange {
 			return nil
 		}
 		return []ByteRange{{s.Start * row, s.Len * row}}
+	case s.Kind == ShardSections:
+		row := total / s.Shape[0]
+		out := make([]ByteRange, len(s.Sections))
+		for i, r := range s.Sections {
+			out[i] = ByteRange{r.Start * row, r.Len * row}
+		}
+		return out
 	}
 	rows := s.Shape[0]
 	rowBytes := total / rows
@@ -146,7 +173,11 @@ func shapeBytes(d checkpoint.DType, shape []int64) int64 {
 //     min((tp_rank+1)·Vp/t, V)) of the vocabulary padded to Vp, a multiple
 //     of 64, each rank allocating Vp/t rows; every norm, router, MLA
 //     q_a_proj and kv_a_proj_with_mqa and Qwen2-MoE's shared_expert_gate
-//     whole; FP8 weight_scale_inv sliced as its weight, in blocks;
+//     whole; FP8 weight_scale_inv sliced as its weight, in blocks (each
+//     section's blocks for sections);
+//   - Gated DeltaNet and Mamba-2 mixers: the rules of gdnRule and
+//     mambaRule (rank_shards_mixers.go, from vLLM's
+//     QwenGatedDeltaNetAttention and MambaMixer2 weight loaders);
 //   - routed experts (vllm/model_executor/layers/fused_moe/layer.py
 //     determine_expert_map, linear placement): with expert parallelism
 //     expert e on EP rank r of the t·d when r·⌊E/(t·d)⌋ + min(r, E mod
@@ -158,9 +189,9 @@ func shapeBytes(d checkpoint.DType, shape []int64) int64 {
 // checks (an *OptionError, a *ParallelError) and of CheckpointTensors; an
 // *OptionError for a rank outside [0, GPUs); a *ParallelError
 // (ErrParallelLayout) naming the tensor for a split the checkpoint's
-// shapes do not divide or whose rule is not modelled (Gated DeltaNet and
-// Mamba-2 mixers, MTP's extra projections and stacked experts without
-// expert parallelism under t·d > 1).
+// shapes do not divide or whose rule is not modelled (MTP's extra
+// projections, stacked experts without expert parallelism under t·d > 1,
+// a mixer tensor gdnRule or mambaRule does not list).
 func RankShards(cfg *ModelConfig, wopts WeightOptions, layout ParallelLayout, rank int64) ([]TensorShard, error) {
 	if cfg == nil {
 		return nil, &ConfigError{Reason: "nil *ModelConfig"}
@@ -216,12 +247,15 @@ type sharder struct {
 
 // split is a rule: the tensor's dim split in parts equal parts, this rank
 // holding part index; or, with experts, the rank's routed experts
-// [first, first+count) of a stacked tensor's dim 0.
+// [first, first+count) of a stacked tensor's dim 0; or, with sections,
+// the rank's row ranges of a dim 0 of rows rows.
 type split struct {
 	dim          int
 	parts, index int64
 	experts      bool
 	first, count int64
+	sections     []RowRange
+	rows         int64
 }
 
 // shard is the rank's part of t.
@@ -245,6 +279,8 @@ func (s *sharder) shard(t checkpoint.TensorSpec) (TensorShard, error) {
 		ts.Kind, ts.Start, ts.Len = ShardRows, sp.first, sp.count
 		ts.RankShape = append([]int64{sp.count}, t.Shape[1:]...)
 		return ts, nil
+	case sp.sections != nil:
+		return s.sectioned(ts, sp)
 	case sp.parts <= 1:
 		ts.Kind, ts.RankShape = ShardWhole, t.Shape
 		return ts, nil
@@ -269,6 +305,29 @@ func (s *sharder) slice(ts TensorShard, sp split) (TensorShard, error) {
 	return ts, nil
 }
 
+// sectioned is ts cut into sp's row ranges: ShardRows when they are one
+// range, else ShardSections. Errors: a *ParallelError when ts's dim 0 is
+// not the rows the sections were cut from (a listing the rule does not
+// match).
+func (s *sharder) sectioned(ts TensorShard, sp split) (TensorShard, error) {
+	if len(ts.Shape) == 0 || ts.Shape[0] != sp.rows {
+		return ts, &ParallelError{Option: "tensor_parallel_size", Size: s.l.TensorParallelSize, Reason: fmt.Sprintf(
+			"tensor %s %v: its sections cover %d rows of dim 0", clip(ts.Name), ts.Shape, sp.rows)}
+	}
+	var n int64
+	for _, r := range sp.sections {
+		n += r.Len
+	}
+	ts.RankShape = append([]int64(nil), ts.Shape...)
+	ts.RankShape[0] = n
+	if len(sp.sections) == 1 {
+		ts.Kind, ts.Start, ts.Len = ShardRows, sp.sections[0].Start, sp.sections[0].Len
+		return ts, nil
+	}
+	ts.Kind, ts.Sections = ShardSections, sp.sections
+	return ts, nil
+}
+
 // vocab is ts's VocabParallelEmbedding shard: the real rows of
 // [tp·Vp/t, (tp+1)·Vp/t), Vp/t rows allocated
 // (vocab_parallel_embedding.py pad_vocab_size,
@@ -284,9 +343,10 @@ func (s *sharder) vocab(ts TensorShard) TensorShard {
 }
 
 // scale is the FP8 weight_scale_inv ts of weight w: absent or whole as w,
-// else w's slice in blocks of the format's block size (expert: the experts'
-// blocks). Errors: a *ParallelError when the slice does not start on a
-// block, as vLLM's Fp8LinearMethod.create_weights requires.
+// else w's slice (each of its sections) in blocks of the format's block
+// size (expert: the experts' blocks). Errors: a *ParallelError when a
+// slice does not start on a block or ends inside one before the tensor's
+// end, as vLLM's Fp8LinearMethod.create_weights requires.
 func (s *sharder) scale(ts TensorShard, w TensorShard, expert bool) (TensorShard, error) {
 	switch w.Kind {
 	case ShardAbsent:
@@ -310,15 +370,32 @@ func (s *sharder) scale(ts TensorShard, w TensorShard, expert bool) (TensorShard
 		ts.Kind, ts.RankShape = ShardWhole, ts.Shape
 		return ts, nil
 	}
-	if w.Start%b != 0 || (w.Len%b != 0 && w.Start+w.Len != w.Shape[dim]) {
-		return ts, &ParallelError{Option: "tensor_parallel_size", Size: s.l.TensorParallelSize, Reason: fmt.Sprintf(
-			"tensor %s: its weight's slice [%d, +%d) of dim %d does not fall on FP8 blocks of %d; vLLM requires the rank's width to be a multiple of weight_block_size",
-			clip(ts.Name), w.Start, w.Len, dim, b)}
+	parts := []RowRange{{w.Start, w.Len}}
+	if w.Kind == ShardSections {
+		parts = w.Sections
 	}
-	ts.Start, ts.Len = w.Start/b, ceilDiv(w.Start+w.Len, b)-w.Start/b
-	ts.Kind = w.Kind
+	var blocks []RowRange
+	for _, r := range parts {
+		if r.Start%b != 0 || (r.Len%b != 0 && r.Start+r.Len != w.Shape[dim]) {
+			return ts, &ParallelError{Option: "tensor_parallel_size", Size: s.l.TensorParallelSize, Reason: fmt.Sprintf(
+				"tensor %s: its weight's slice [%d, +%d) of dim %d does not fall on FP8 blocks of %d; vLLM requires the rank's width to be a multiple of weight_block_size",
+				clip(ts.Name), r.Start, r.Len, dim, b)}
+		}
+		blocks = appendRows(blocks, RowRange{r.Start / b, ceilDiv(r.Start+r.Len, b) - r.Start/b})
+	}
 	ts.RankShape = append([]int64(nil), ts.Shape...)
-	ts.RankShape[dim] = ts.Len
+	ts.RankShape[dim] = 0
+	for _, r := range blocks {
+		ts.RankShape[dim] += r.Len
+	}
+	switch {
+	case len(blocks) > 1:
+		ts.Kind, ts.Sections = ShardSections, blocks
+	case w.Kind == ShardSections:
+		ts.Kind, ts.Start, ts.Len = ShardRows, blocks[0].Start, blocks[0].Len
+	default:
+		ts.Kind, ts.Start, ts.Len = w.Kind, blocks[0].Start, blocks[0].Len
+	}
 	return ts, nil
 }
 
@@ -345,15 +422,21 @@ func (s *sharder) rule(name string) (on bool, sp split, vocab bool, err error) {
 	li, _ := strconv.ParseInt(num, 10, 64)
 	if li < int64(len(s.cfg.Layers)) {
 		on = s.sh.start <= li && li < s.sh.end
-		if m := s.cfg.Layers[li].Mixer; on && t > 1 && (m == MixerGDN || m == MixerMamba2) {
-			return true, split{}, false, &ParallelError{Option: "tensor_parallel_size", Size: t, Reason: fmt.Sprintf(
-				"tensor %s: the split of a %s mixer's checkpoint tensors over tensor-parallel ranks is not modelled; use tensor_parallel_size 1", clip(name), m)}
-		}
 	} else {
 		on = s.sh.last // MTP layers (DeepSeek-V3 layout)
 	}
 	if !on {
 		return false, split{}, false, nil
+	}
+	if li < int64(len(s.cfg.Layers)) {
+		switch m := s.cfg.Layers[li].Mixer; {
+		case m == MixerGDN && strings.HasPrefix(role, "linear_attn."):
+			sp, err := s.gdnRule(name, strings.TrimPrefix(role, "linear_attn."))
+			return true, sp, false, err
+		case m == MixerMamba2 && strings.HasPrefix(role, "mixer."):
+			sp, err := s.mambaRule(name, strings.TrimPrefix(role, "mixer."))
+			return true, sp, false, err
+		}
 	}
 	cols, rows := split{dim: 1, parts: t, index: tp}, split{dim: 0, parts: t, index: tp}
 	leaf := role[strings.LastIndexByte(role, '.')+1:]

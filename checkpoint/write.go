@@ -46,6 +46,14 @@ type WriteOptions struct {
 	// transformers writes; an empty non-nil map writes none. Keys and values
 	// must be UTF-8.
 	Metadata map[string]string
+	// Zeros writes every tensor's bytes as zeros, and writes them as a hole:
+	// each file is its header and then its size set with truncate, so on a
+	// filesystem with sparse files (ext4, XFS, tmpfs) a checkpoint of any
+	// size takes only its headers' disk and reads back zeros at the page
+	// cache's speed. For sizing and loading checks of models larger than
+	// the disk (DeepSeek-V3's is 673 GB); Seed is then unused, and
+	// Manifest.Checksums is the CRC-32C of each tensor's zero bytes.
+	Zeros bool
 }
 
 // Manifest is what Write wrote.
@@ -134,7 +142,7 @@ func WriteContext(ctx context.Context, dir string, tensors []TensorSpec, opts Wr
 	buf := make([]byte, writeChunk)
 	for _, s := range shards {
 		final := filepath.Join(dir, s.name)
-		tmp, err := writeShard(ctx, dir, final, s, meta, opts.Seed, buf, m.Checksums)
+		tmp, err := writeShard(ctx, dir, final, s, meta, opts, buf, m.Checksums)
 		if tmp != "" {
 			temps = append(temps, tmp)
 		}
@@ -235,7 +243,7 @@ func checkNoCheckpoint(dir string) error {
 
 // writeShard writes one shard to a temporary file in dir and returns its
 // path (also on error, so the caller removes it).
-func writeShard(ctx context.Context, dir, final string, s plannedShard, meta map[string]string, seed uint64, buf []byte, sums map[string]uint32) (string, error) {
+func writeShard(ctx context.Context, dir, final string, s plannedShard, meta map[string]string, opts WriteOptions, buf []byte, sums map[string]uint32) (string, error) {
 	header := encodeHeader(meta, s.tensors)
 	if len(header) > MaxHeaderBytes {
 		return "", fail(ErrHeaderTooLarge, final, "", "the header would be "+strconv.Itoa(len(header))+
@@ -263,7 +271,11 @@ func writeShard(ctx context.Context, dir, final string, s plannedShard, meta map
 		return abort("", "cannot write the header", err)
 	}
 	for _, t := range s.tensors {
-		gen := newFiller(seed, t.spec.Name, t.spec.DType)
+		if opts.Zeros { // the data area is a hole: see below
+			sums[t.spec.Name] = zerosChecksum(t.bytes)
+			continue
+		}
+		gen := newFiller(opts.Seed, t.spec.Name, t.spec.DType)
 		h := NewHash()
 		for left := t.bytes; left > 0; {
 			if err := ctx.Err(); err != nil {
@@ -283,6 +295,13 @@ func writeShard(ctx context.Context, dir, final string, s plannedShard, meta map
 	}
 	if err := w.Flush(); err != nil {
 		return abort("", "cannot write the file", err)
+	}
+	if opts.Zeros {
+		// Past the header, the size alone: the data area reads as zeros
+		// and, on a filesystem with sparse files, takes no disk.
+		if err := f.Truncate(int64(headerLenBytes+len(header)) + s.bytes); err != nil {
+			return abort("", "cannot size the file", err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return tmp, failCause(ErrWrite, final, "", "cannot close the file", err)

@@ -272,9 +272,11 @@ func (a *gpuActor) stats() device.Stats {
 // outOfMemory builds the error of a refused allocation from the ledger and
 // the device's free memory.
 func (a *gpuActor) outOfMemory(owner, label string, bytes int64, overBudget bool, cause error) error {
+	info := a.backend.Info()
 	e := &OutOfMemoryError{
 		Label: label, Owner: owner, Bytes: bytes,
-		DeviceFree: -1, DeviceTotal: a.backend.Info().TotalBytes,
+		Device: info.Ordinal, DeviceName: info.Name,
+		DeviceFree: -1, DeviceTotal: info.TotalBytes,
 		HeldByOwner: a.ledger.heldByOwner(),
 		Budget:      a.budget, OverBudget: overBudget,
 		Largest: a.ledger.largest(3),

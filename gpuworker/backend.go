@@ -74,19 +74,20 @@ type BackendFactory func() (Backend, error)
 // device asynchronously from page-locked staging buffers; the weights
 // loader (Worker.LoadWeights) uses it when the backend has it, and copies
 // synchronously from Go memory otherwise. The cuda backend implements it
-// with cuMemHostAlloc, cuMemcpyHtoDAsync on a non-blocking stream of its
-// own and one event per buffer. Like every Backend method, these run on
-// the GPU actor's thread.
+// with anonymous memory locked by cuMemHostRegister, cuMemcpyHtoDAsync on
+// a non-blocking stream of its own and one event per buffer. Like every
+// Backend method, these run on the GPU actor's thread.
 type StagingUploader interface {
 	// AllocStaging allocates bytes bytes of page-locked host memory
-	// (cuMemHostAlloc) and returns it as a slice, which is not Go memory:
-	// it stays valid until FreeStaging or Close. bytes ≤ 0 gives
+	// (cuMemHostRegister of an anonymous mapping) and returns it as a
+	// slice, which is not Go memory: it stays valid until FreeStaging or
+	// Close. bytes ≤ 0 gives
 	// ErrInvalidValue; a host that cannot lock that much gives
 	// ErrOutOfMemory.
 	AllocStaging(bytes int64) ([]byte, error)
 	// FreeStaging waits for the copies from buf to finish and frees it
-	// (cuEventSynchronize, cuMemFreeHost). buf must be a whole slice
-	// AllocStaging returned; another gives ErrNotAllocated.
+	// (cuEventSynchronize, cuMemHostUnregister, munmap). buf must be a
+	// whole slice AllocStaging returned; another gives ErrNotAllocated.
 	FreeStaging(buf []byte) error
 	// CopyHtoDAsync starts copying src, a part of a staging buffer, to dst
 	// and returns before the copy is done (cuMemcpyHtoDAsync). src must lie

@@ -25,11 +25,11 @@ var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json 
 // -gpuarena.model (scripts/load-bench.sh makes a Llama-3.1-8B-shaped one
 // with arenactl gen-model and reads it into the page cache first):
 //
-//   - link/pinned-16MiB, link/pinned-1024MiB: cuMemcpyHtoDAsync of the
-//     checkpoint's size, 16 MiB at a time, from one page-locked buffer of
-//     16 MiB (which the host's caches may hold) or 1 GiB (which they cannot:
-//     memory, as a load's copies read), then one synchronise: the
-//     host-to-device link's limit. link/pageable: cuMemcpyHtoD from Go
+//   - link/pinned-B/copy-C: cuMemcpyHtoDAsync of the checkpoint's size,
+//     C (16 MiB, or the loader's default chunk) at a time, from one
+//     page-locked buffer of B = 16 MiB (which the host's caches may hold)
+//     or 1 GiB (which they cannot: memory, as a load's copies read), then
+//     one synchronise: the host-to-device link's limit. link/pageable: cuMemcpyHtoD from Go
 //     memory, the path LoadWeights takes without page-locked buffers.
 //
 //   - input/pread-N, input/mmap-N: reading every tensor from the page
@@ -38,8 +38,9 @@ var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json 
 //     (checkpoint.Section) and through a read-only mmap of each shard
 //     (copied into a buffer, as a loader would): the input's limit.
 //
-//   - load/readers-N/chunk-C: Worker.LoadWeights of the folder, pooled, then
-//     the weights freed.
+//   - load/readers-N/chunk-C: Worker.LoadWeights of the folder, pooled (the
+//     weights freed after each, untimed), with its setup-ms and
+//     steady-GB/s (see below).
 //
 //     ./gpuworker.test -test.run '^$' -test.bench CUDAWeightsUpload -test.benchtime 3x -gpuarena.model DIR
 func BenchmarkCUDAWeightsUpload(b *testing.B) {
@@ -55,35 +56,38 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 	const chunk = 16 << 20
 	// The link from one page-locked buffer of 16 MiB, which the host's
 	// caches may hold, and of 1 GiB, which they cannot: copies from memory,
-	// as a load's are.
+	// as a load's are; in copies of 16 MiB, and of the loader's default
+	// chunk.
 	for _, bufBytes := range []int64{chunk, 1 << 30} {
-		b.Run(fmt.Sprintf("link/pinned-%dMiB", bufBytes>>20), func(b *testing.B) {
-			withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
-				buf, err := cb.AllocStaging(bufBytes)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer cb.FreeStaging(buf)
-				for i := range buf {
-					buf[i] = byte(i)
-				}
-				b.SetBytes(total)
-				for b.Loop() {
-					for off := int64(0); off < total; off += chunk {
-						at := off % bufBytes
-						if err := cb.CopyHtoDAsync(dst+device.DevicePtr(off), buf[at:at+min(chunk, total-off)]); err != nil {
+		for _, piece := range []int64{chunk, DefaultLoadChunkBytes} {
+			b.Run(fmt.Sprintf("link/pinned-%dMiB/copy-%dMiB", bufBytes>>20, piece>>20), func(b *testing.B) {
+				withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
+					buf, err := cb.AllocStaging(bufBytes)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer cb.FreeStaging(buf)
+					for i := range buf {
+						buf[i] = byte(i)
+					}
+					b.SetBytes(total)
+					for b.Loop() {
+						for off := int64(0); off < total; off += piece {
+							at := off % bufBytes
+							if err := cb.CopyHtoDAsync(dst+device.DevicePtr(off), buf[at:at+min(piece, total-off)]); err != nil {
+								b.Fatal(err)
+							}
+						}
+						if err := cb.MarkStaging(buf); err != nil {
+							b.Fatal(err)
+						}
+						if err := cb.WaitStaging(buf); err != nil {
 							b.Fatal(err)
 						}
 					}
-					if err := cb.MarkStaging(buf); err != nil {
-						b.Fatal(err)
-					}
-					if err := cb.WaitStaging(buf); err != nil {
-						b.Fatal(err)
-					}
-				}
+				})
 			})
-		})
+		}
 	}
 	b.Run("link/pageable", func(b *testing.B) {
 		withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
@@ -135,27 +139,52 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 			}
 		})
 	}
-	for _, n := range []int{8, DefaultLoadReaders} {
-		for _, c := range []int64{DefaultLoadChunkBytes, 16 << 20} {
-			b.Run(fmt.Sprintf("load/readers-%d/chunk-%dMiB", n, c>>20), func(b *testing.B) {
-				system := actor.NewActorSystem()
-				defer system.Shutdown()
-				w, err := Start(system, BackendConfig{Kind: KindCUDA}.Factory(), WithoutBudget())
+	type loadCase struct{ readers, chunk int }
+	var cases []loadCase
+	for _, n := range []int{8, 12, DefaultLoadReaders, 24} {
+		cases = append(cases, loadCase{n, DefaultLoadChunkBytes})
+	}
+	cases = append(cases, loadCase{DefaultLoadReaders, 2 << 20}, loadCase{DefaultLoadReaders, 8 << 20})
+	for _, lc := range cases {
+		n, c := lc.readers, int64(lc.chunk)
+		b.Run(fmt.Sprintf("load/readers-%d/chunk-%dMiB", n, c>>20), func(b *testing.B) {
+			system := actor.NewActorSystem()
+			defer system.Shutdown()
+			w, err := Start(system, BackendConfig{Kind: KindCUDA}.Factory(), WithoutBudget())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Stop()
+			b.SetBytes(total)
+			// Besides the load's rate (ns/op, MB/s), its parts: the
+			// staging and weights allocations before the first chunk
+			// (setup-ms: Weights.Load less the progress's last
+			// Elapsed, which starts after them), and the rate from the
+			// first chunk's copy to the last (steady-GB/s).
+			var setup, steady float64
+			for b.Loop() {
+				var first, last device.LoadProgress
+				progress := func(p device.LoadProgress) {
+					if first.BytesDone == 0 {
+						first = p
+					}
+					last = p
+				}
+				wt, err := w.LoadWeights(context.Background(), ck, LoadOptions{Readers: n, ChunkBytes: c, Progress: progress})
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer w.Stop()
-				b.SetBytes(total)
-				for b.Loop() {
-					if _, err := w.LoadWeights(context.Background(), ck, LoadOptions{Readers: n, ChunkBytes: c}); err != nil {
-						b.Fatal(err)
-					}
-					if _, _, err := w.FreeOwner(context.Background(), device.WeightsOwner); err != nil {
-						b.Fatal(err)
-					}
+				setup += float64((wt.Load - last.Elapsed).Microseconds()) / 1e3
+				steady += float64(last.BytesDone-first.BytesDone) / (last.Elapsed - first.Elapsed).Seconds() / 1e9
+				b.StopTimer()
+				if _, _, err := w.FreeOwner(context.Background(), device.WeightsOwner); err != nil {
+					b.Fatal(err)
 				}
-			})
-		}
+				b.StartTimer()
+			}
+			b.ReportMetric(setup/float64(b.N), "setup-ms")
+			b.ReportMetric(steady/float64(b.N), "steady-GB/s")
+		})
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -16,10 +15,11 @@ import (
 
 // DefaultLoadChunkBytes is the size of one staging buffer of a weights load
 // when LoadOptions.ChunkBytes is 0: 4 MiB. On the H200 host of
-// docs/gpu-validation.md, 16 readers with 4 MiB chunks loaded a 16 GB
-// checkpoint at 42–44 GB/s, 16 MiB chunks at 27 GB/s and 1 MiB at 36 GB/s:
-// the Readers + 2 buffers should stay small next to the host's last-level
-// cache, and a chunk's round trip to the GPU thread small next to its copy.
+// docs/gpu-validation.md, 16 readers loaded a 16 GB checkpoint at 45.7
+// GB/s with 4 MiB chunks, 43.0 with 2 MiB (more round trips to the GPU
+// thread) and 38.9 with 8 MiB (more staging to lock: 41.8 ms of setup
+// against 26.0): the Readers + 2 buffers should stay small, and a chunk's
+// round trip to the GPU thread small next to its copy.
 const DefaultLoadChunkBytes = 4 << 20
 
 // MaxLoadChunkBytes is the largest LoadOptions.ChunkBytes: 1 GiB.
@@ -28,9 +28,11 @@ const MaxLoadChunkBytes = 1 << 30
 // DefaultLoadReaders is the number of goroutines that read a checkpoint in
 // parallel when LoadOptions.Readers is 0: 16. One reader's pread from the
 // page cache is one memory copy by one core, 7.6 GB/s on the H200 host of
-// docs/gpu-validation.md, against a host-to-device link of 55 GB/s; 16
-// readers read 49 GB/s there (8: 43 GB/s). A reader blocked in pread holds
-// an OS thread, not a core, so the default does not depend on the cores.
+// docs/gpu-validation.md, against a host-to-device link of 55 GB/s; there
+// a 16 GB load ran at 36.2 GB/s with 8 readers, 42.9 with 12, 45.7 with
+// 16 and 44.3 with 24 (their staging to lock grows with them). A reader
+// blocked in pread holds an OS thread, not a core, so the default does not
+// depend on the cores.
 const DefaultLoadReaders = 16
 
 // MaxLoadReaders is the largest LoadOptions.Readers.
@@ -100,7 +102,7 @@ type filled struct {
 // (checkpoint.Section) in parallel, never a whole file into the Go heap,
 // while the GPU thread copies the chunks already read (one request per
 // chunk, each piece checked against the ledger). On the cuda backend the
-// staging buffers are page-locked (cuMemHostAlloc) and the copies
+// staging buffers are page-locked (cuMemHostRegister) and the copies
 // asynchronous on a stream of the backend's (StagingUploader), so reading
 // and copying overlap; elsewhere they are Go memory and the copies
 // synchronous. The Progress callback counts a chunk once its copy is done.
@@ -152,6 +154,7 @@ func (w *Worker) load(ctx context.Context, ck *checkpoint.Checkpoint, tensors []
 	if err != nil {
 		return nil, err
 	}
+	zeroPastRanges(items, wt, ranges, layout)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("load weights: nothing allocated: %w", err)
 	}
@@ -337,7 +340,7 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 	stop := make(chan struct{})
 	var readersDone sync.WaitGroup
 	for range readers {
-		readersDone.Go(func() { readChunks(ck, weights, plan, jobs, free, full, stop) })
+		readersDone.Go(func() { (&chunkReader{ck: ck, weights: weights}).run(plan, jobs, free, full, stop) })
 	}
 	go func() {
 		readersDone.Wait()
@@ -365,12 +368,7 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 			return f.err
 		}
 		c := plan[f.k]
-		segs := make([]messages.HostSegment, len(c))
-		var n int64
-		for i, p := range c {
-			segs[i] = messages.HostSegment{Dst: weights.Tensors[p.t].Ptr + device.DevicePtr(p.off), Src: f.buf[p.at : p.at+p.n]}
-			n += p.n
-		}
+		segs, n := segments(c, weights, f.buf)
 		last := weights.Tensors[c[len(c)-1].t].Name
 		reply := make(chan error, 1)
 		r, err := ask(ctx, w, &messages.CopyHtoDStaged{Ctx: ctx, Buffer: f.buf, Segments: segs, Wait: inflight, Reply: reply}, reply)
@@ -392,50 +390,6 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 		return fmt.Errorf("wait for the last chunk (ending in %s): %w", inflightTensor, err)
 	}
 	report(started, inflightTensor)
-	return nil
-}
-
-// readChunks is one reader of upload: it takes chunk numbers from jobs and
-// a free buffer from free, preads the chunk into it and hands it on through
-// full, until jobs is empty, a read fails, or stop is closed.
-func readChunks(ck *checkpoint.Checkpoint, weights *device.Weights, plan [][]piece, jobs <-chan int, free <-chan []byte, full chan<- filled, stop <-chan struct{}) {
-	for k := range jobs {
-		var buf []byte
-		select {
-		case buf = <-free:
-		case <-stop:
-			return
-		}
-		err := readChunk(ck, weights, plan[k], buf)
-		select {
-		case full <- filled{k: k, buf: buf, err: err}:
-		case <-stop:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// readChunk preads the chunk's pieces into buf. A file that ends early is
-// checkpoint.ErrTruncated: it shrank after Open checked it.
-func readChunk(ck *checkpoint.Checkpoint, weights *device.Weights, c []piece, buf []byte) error {
-	for _, p := range c {
-		t := weights.Tensors[p.t]
-		r, err := ck.Section(t.Name)
-		if err != nil {
-			return err
-		}
-		n, err := r.ReadAt(buf[p.at:p.at+p.n], p.src)
-		if int64(n) == p.n {
-			continue
-		}
-		if err == nil || errors.Is(err, io.EOF) {
-			return fmt.Errorf("read %s: %w: the file ended %d B into the tensor; it changed after Open checked it", t.Name, checkpoint.ErrTruncated, p.src+int64(n))
-		}
-		return fmt.Errorf("read %s at %d: %w: %w", t.Name, p.src, checkpoint.ErrRead, err)
-	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package gpuworker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/checkpoint"
 	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
 // RangedTensor is one device tensor of LoadWeightRanges: part of a
@@ -21,8 +23,10 @@ type RangedTensor struct {
 	Shape []int64
 	// Ranges are the byte ranges of the checkpoint tensor (offsets from its
 	// first byte) the device tensor holds, back to back from its first
-	// byte. Their sum is at most Shape's bytes; the bytes past it (a
-	// vocabulary shard's padding rows) are allocated and not written.
+	// byte: none empty, no two sharing a byte. Their sum is at most
+	// Shape's bytes; the bytes past it (a vocabulary shard's padding rows)
+	// are set to zero, as vLLM's VocabParallelEmbedding.weight_loader
+	// fills them (vllm/model_executor/layers/vocab_parallel_embedding.py).
 	Ranges []arena.ByteRange
 }
 
@@ -43,15 +47,18 @@ func RangedTensors(shards []arena.TensorShard) []RangedTensor {
 // name, all or nothing and checked against the budget first) and only its
 // byte ranges read from the files (pread, never the whole tensor) through
 // the same chunks, readers and staging buffers; ranges smaller than a
-// chunk, such as the rows of a dim-1 slice, share chunks. The returned
+// chunk, such as the rows of a dim-1 slice, share chunks. A tensor's bytes
+// past its ranges (a vocabulary shard's padding rows) are zero-filled on
+// the GPU thread as part of the allocation request (the AllocBatch
+// zero-fill, one memset per tensor), before any copy. The returned
 // Weights hold the device tensors (Bytes: their shapes' bytes), in the
 // order given.
 //
 // Errors: ErrInvalidValue for a nil checkpoint, a bad option, a tensor
 // named twice, one ck does not hold or holds in another dtype, a shape
 // whose bytes are not whole or pass 2^63−1, a range outside the file's
-// tensor or ranges more than the shape holds; then those of LoadWeights,
-// with nothing left allocated.
+// tensor, an empty range, two ranges that overlap, or ranges more than the
+// shape holds; then those of LoadWeights, with nothing left allocated.
 func (w *Worker) LoadWeightRanges(ctx context.Context, ck *checkpoint.Checkpoint, tensors []RangedTensor, opts LoadOptions) (*device.Weights, error) {
 	if ck == nil {
 		return nil, fmt.Errorf("load weight ranges: %w: nil checkpoint", ErrInvalidValue)
@@ -79,15 +86,64 @@ func (w *Worker) LoadWeightRanges(ctx context.Context, ck *checkpoint.Checkpoint
 			if r.Offset < 0 || r.Bytes < 0 || r.Offset > src.Bytes || r.Bytes > src.Bytes-r.Offset {
 				return nil, fmt.Errorf("load weight ranges: %w: tensor %q: range [%d, +%d) is outside its %d B", ErrInvalidValue, t.Name, r.Offset, r.Bytes, src.Bytes)
 			}
+			if r.Bytes == 0 {
+				return nil, fmt.Errorf("load weight ranges: %w: tensor %q: range [%d, +0) is empty; leave it out", ErrInvalidValue, t.Name, r.Offset)
+			}
 			sum += r.Bytes // each ≤ src.Bytes; more than n stops the sum below 2^63
 			if sum > n {
 				return nil, fmt.Errorf("load weight ranges: %w: tensor %q: its ranges hold more than its shape %v's %d B", ErrInvalidValue, t.Name, t.Shape, n)
 			}
 		}
+		if err := checkDisjoint(t.Name, t.Ranges); err != nil {
+			return nil, err
+		}
 		dev[i] = checkpoint.Tensor{Name: t.Name, DType: t.DType, Shape: slices.Clone(t.Shape), Bytes: n}
 		ranges[i] = t.Ranges
 	}
 	return w.load(ctx, ck, dev, ranges, opts)
+}
+
+// zeroPastRanges adds to the allocation items of weightLayout the
+// zero-fill of each device tensor's bytes past the sum of its ranges: in
+// the pool at the tensor's offset (wt's Ptr, an offset until the pool is
+// allocated) plus that sum; discrete, at that sum in the tensor's own
+// item (one per non-empty tensor, in order).
+func zeroPastRanges(items []messages.AllocItem, wt []device.WeightTensor, ranges [][]arena.ByteRange, layout device.Layout) {
+	k := 0
+	for i, t := range wt {
+		if t.Bytes == 0 {
+			continue
+		}
+		var written int64
+		for _, r := range ranges[i] {
+			written += r.Bytes
+		}
+		if written < t.Bytes {
+			if layout == device.LayoutDiscrete {
+				items[k].Zero = append(items[k].Zero, messages.ByteRange{Offset: written, Bytes: t.Bytes - written})
+			} else {
+				items[0].Zero = append(items[0].Zero, messages.ByteRange{Offset: int64(t.Ptr) + written, Bytes: t.Bytes - written})
+			}
+		}
+		k++
+	}
+}
+
+// checkDisjoint returns ErrInvalidValue, naming both, when two of ranges
+// (each inside the tensor, so no end passes 2^63) share a byte: a device
+// tensor holds each byte of the file's tensor at most once.
+func checkDisjoint(name string, ranges []arena.ByteRange) error {
+	if len(ranges) < 2 {
+		return nil
+	}
+	rs := slices.Clone(ranges)
+	slices.SortFunc(rs, func(a, b arena.ByteRange) int { return cmp.Compare(a.Offset, b.Offset) })
+	for i := 1; i < len(rs); i++ {
+		if p := rs[i-1]; p.Offset+p.Bytes > rs[i].Offset {
+			return fmt.Errorf("load weight ranges: %w: tensor %q: ranges [%d, +%d) and [%d, +%d) overlap", ErrInvalidValue, name, p.Offset, p.Bytes, rs[i].Offset, rs[i].Bytes)
+		}
+	}
+	return nil
 }
 
 // rangedBytes is t's shape's bytes. Errors: ErrInvalidValue for an invalid

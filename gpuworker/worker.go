@@ -76,7 +76,8 @@ func WithSpin(d time.Duration) WorkerOption { return func(c *workerConfig) { c.s
 // WithThroughput sets the messages handled per scheduling (DefaultThroughput).
 func WithThroughput(n int) WorkerOption { return func(c *workerConfig) { c.throughput = n } }
 
-// WithLogger sets the logger for the worker's own messages (slog.Default()).
+// WithLogger sets the logger for the worker's own messages; without it the
+// worker logs nothing (a discard logger, never slog.Default).
 func WithLogger(l *slog.Logger) WorkerOption { return func(c *workerConfig) { c.logger = l } }
 
 // Start starts the pinned thread, spawns the GPU actor on it and opens the
@@ -88,7 +89,7 @@ func WithLogger(l *slog.Logger) WorkerOption { return func(c *workerConfig) { c.
 // never restarted, since a restart would drop its ledger and leak the device
 // memory it holds (design.md §1).
 func Start(system *actor.ActorSystem, factory BackendFactory, opts ...WorkerOption) (*Worker, error) {
-	cfg := workerConfig{logger: slog.Default(), spin: DefaultSpin, utilization: arena.DefaultGPUMemoryUtilization}
+	cfg := workerConfig{logger: slog.New(slog.DiscardHandler), spin: DefaultSpin, utilization: arena.DefaultGPUMemoryUtilization}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("gpu worker: %w: option %d is nil", ErrInvalidValue, i+1)

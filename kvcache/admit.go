@@ -2,8 +2,9 @@ package kvcache
 
 // admit starts a sequence with its prompt (vLLM KVCacheManager.
 // get_computed_blocks then allocate_slots for a new request, with the
-// whole prompt scheduled): it returns the tokens found cached. All or
-// nothing: every group is checked before any changes.
+// whole prompt scheduled, or with MaxNewTokens a chunk of it): it returns
+// the tokens found cached. All or nothing: every group is checked before
+// any changes.
 func (p *Pool) admit(a Admit) (int, error) {
 	switch {
 	case len(a.Tokens) == 0:
@@ -11,10 +12,11 @@ func (p *Pool) admit(a Admit) (int, error) {
 	case p.seqs[a.Seq] != nil:
 		return 0, &SequenceError{Op: OpAdmit, Seq: a.Seq, Err: ErrDuplicateSequence}
 	}
-	n, h := len(a.Tokens), 0
+	h := 0
 	if p.indexes != nil {
 		h = p.match(a.Tokens, a.Extra)
 	}
+	n := a.AdmittedTokens(h) // the tokens the sequence holds: the prompt, or its first chunk
 	// What each group needs off its free queue: new blocks for the
 	// uncached tokens and the hits now waiting unused in the queue.
 	for i := range p.groups {
@@ -74,9 +76,9 @@ func (p *Pool) admit(a Admit) (int, error) {
 	}
 	if p.indexes != nil {
 		s.tailStart = p.tailStart(n)
-		s.tail = append(s.tail, a.Tokens[s.tailStart:]...)
+		s.tail = append(s.tail, a.Tokens[s.tailStart:n]...)
 		p.stats.Queries++
-		p.stats.QueriedTokens += int64(n)
+		p.stats.QueriedTokens += int64(len(a.Tokens))
 		if h > 0 {
 			p.stats.Hits++
 			p.stats.HitTokens += int64(h)

@@ -18,6 +18,10 @@ package kvcache
 // changes nothing of its own and stops nothing else: the rest of the step
 // still applies. A request naming a sequence an earlier phase of the same
 // step freed or has not admitted yet is refused as unknown.
+//
+// Tables, when not nil, is read after the four phases: the batch's block
+// tables as the step leaves them, so that a scheduler gets its step and
+// the forward's block_tables in one round trip through the KV supervisor.
 type Step struct {
 	// Free lists the sequences to free.
 	Free []SeqID
@@ -25,6 +29,27 @@ type Step struct {
 	Fork   []Fork
 	Append []Append
 	Admit  []Admit
+	// Tables asks for a batch's block tables after the step; nil for none.
+	Tables *TableRequest
+}
+
+// TableRequest asks Apply to write one group's block tables of a batch
+// into Dst after the step, as EncodeBlockTables does (Shape's [Rows,
+// Width] little-endian int32 layout, the arena's block_tables field). A
+// sequence whose admission this step refused is left out, the rows after
+// it moving up, so that a scheduler may list every admission it sent: the
+// rows are then the batch it runs (StepResult.Errors names the refused
+// admissions). Any other sequence the pool does not hold after the step
+// fails the request (StepResult.TablesErr) and nothing is written.
+type TableRequest struct {
+	// Group is the group's index in Config.Groups.
+	Group int
+	// Shape is the block_tables field's rows and width.
+	Shape TableShape
+	// Batch is the sequences, one row each, in order.
+	Batch []SeqID
+	// Dst receives Shape.Rows·Shape.Width·4 bytes; the caller keeps it.
+	Dst []byte
 }
 
 // Fork makes Child a copy of Parent that shares its blocks: full blocks
@@ -55,12 +80,37 @@ type Append struct {
 // sequence's extra keys (LoRA adapter, cache salt, multimodal content
 // hashes, in any encoding): prompts share cached blocks only when their
 // Extra is equal too. The pool copies what it keeps of Tokens and Extra.
+//
+// MaxNewTokens above 0 is chunked prefill: the prefix is looked up over
+// the whole prompt, but the sequence takes blocks for the cached prefix
+// and at most MaxNewTokens tokens after it — CachedTokens + min(
+// MaxNewTokens, len(Tokens) − CachedTokens) tokens, the ones this step
+// computes — and the rest of the prompt comes by Append in later steps,
+// its blocks taken (and, once full, cached) as its chunks are computed.
+// That is vLLM's Scheduler.schedule for a waiting request under a token
+// budget (vllm/v1/core/sched/scheduler.py: num_new_tokens capped by the
+// budget left, then KVCacheManager.allocate_slots for those tokens only).
+// 0 (or less) takes the whole prompt.
 type Admit struct {
 	// Seq is a new id; Tokens the prompt's token ids.
 	Seq    SeqID
 	Tokens []int32
 	// Extra is the sequence's extra keys, nil for none.
 	Extra []byte
+	// MaxNewTokens caps the uncached tokens admitted now; 0: no cap.
+	MaxNewTokens int
+}
+
+// AdmittedTokens is how many of a's prompt tokens the sequence holds
+// after an admission that found cached of them in the prefix cache
+// (StepResult.CachedTokens): the whole prompt, or with MaxNewTokens the
+// cached prefix and at most MaxNewTokens more.
+func (a Admit) AdmittedTokens(cached int) int {
+	n := len(a.Tokens)
+	if a.MaxNewTokens > 0 {
+		n = min(n, cached+a.MaxNewTokens)
+	}
+	return n
 }
 
 // Op is a kind of request in a Step, or a read that names a sequence.
@@ -133,6 +183,9 @@ type StepResult struct {
 	Copies []Copy
 	// Counts are each group's counts after the step.
 	Counts []GroupCounts
+	// TablesErr is why Step.Tables was not written (a *TableError,
+	// ErrTableLayout); nil when it was, or when none was asked.
+	TablesErr error
 }
 
 // Apply applies one scheduler step (see Step for the order and the
@@ -158,7 +211,34 @@ func (p *Pool) Apply(s Step) StepResult {
 		r.note(OpAdmit, i, err)
 	}
 	r.Counts = p.Counts()
+	if t := s.Tables; t != nil {
+		r.TablesErr = p.EncodeBlockTables(t.Dst, t.Shape, t.Group, admittedBatch(t.Batch, s.Admit, r.Errors))
+	}
 	return r
+}
+
+// admittedBatch is batch less the sequences whose admission errs refused
+// (a new slice only when there are some).
+func admittedBatch(batch []SeqID, admits []Admit, errs []RequestError) []SeqID {
+	var refused map[SeqID]bool
+	for _, e := range errs {
+		if e.Op == OpAdmit {
+			if refused == nil {
+				refused = map[SeqID]bool{}
+			}
+			refused[admits[e.Index].Seq] = true
+		}
+	}
+	if refused == nil {
+		return batch
+	}
+	kept := make([]SeqID, 0, len(batch))
+	for _, id := range batch {
+		if !refused[id] {
+			kept = append(kept, id)
+		}
+	}
+	return kept
 }
 
 // note records err, if any, as request i's refusal.

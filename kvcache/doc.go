@@ -30,6 +30,11 @@
 // Free, Evictable) and allocates nothing, so the scheduler can preempt a
 // sequence and send it again.
 //
+// Under chunked prefill an admission takes its cached prefix and only
+// the first chunk of the rest (Admit.MaxNewTokens; the prefix is still
+// looked up over the whole prompt) and later chunks come as appends, as
+// vLLM's scheduler allocates slots only for the tokens a step computes.
+//
 // Fork shares a sequence's blocks with a child by reference counts (vLLM
 // v0's BlockSpaceManager.fork): full blocks stay shared, a shared partial
 // last block is copied by the first sequence that writes to it (copy-on-
@@ -77,6 +82,9 @@
 // [max(32, max_batch_size), ⌈max_seq_len / kv_block_size⌉] int32 layout
 // that arena.DecodeMetaLayout reserves for block_tables in the scratch
 // buffer (TableShape), padded with NullBlock (paged) or StatePad (state).
+// A Step may ask for them too (Step.Tables): written after the step, so
+// that the pool's owner answers a scheduler step and its forward's
+// block_tables in one message.
 //
 // # Where it differs from vLLM
 //

@@ -140,7 +140,11 @@ func (d *driver) step() Step {
 		if d.pick(5) == 0 {
 			extra = []byte("lora-7")
 		}
-		s.Admit = append(s.Admit, Admit{Seq: d.newSeq(), Tokens: prompt, Extra: extra})
+		a := Admit{Seq: d.newSeq(), Tokens: prompt, Extra: extra}
+		if d.pick(3) == 0 { // chunked prefill: the rest of the prompt comes by appends
+			a.MaxNewTokens = 1 + d.pick(3)
+		}
+		s.Admit = append(s.Admit, a)
 	}
 	return s
 }

@@ -383,8 +383,12 @@ func (p *refPool) admit(a Admit) (int, error) {
 	if p.seqs[a.Seq] != nil {
 		return 0, &SequenceError{Op: OpAdmit, Seq: a.Seq, Err: ErrDuplicateSequence}
 	}
-	n, extra := len(a.Tokens), string(a.Extra)
+	extra := string(a.Extra)
 	h := p.hit(a.Tokens, extra)
+	n := len(a.Tokens)
+	if a.MaxNewTokens > 0 { // chunked prefill: the cached prefix and one chunk
+		n = min(n, h+a.MaxNewTokens)
+	}
 	hits := make([][]int32, len(p.groups))
 	for i, g := range p.groups {
 		need := 1
@@ -403,7 +407,7 @@ func (p *refPool) admit(a Admit) (int, error) {
 			return 0, g.exhausted(i, OpAdmit, a.Seq, need)
 		}
 	}
-	s := &refSeq{tokens: slices.Clone(a.Tokens), extra: extra}
+	s := &refSeq{tokens: slices.Clone(a.Tokens[:n]), extra: extra}
 	for i, g := range p.groups {
 		if !g.paged() {
 			slot := g.slots[len(g.slots)-1]
@@ -427,7 +431,7 @@ func (p *refPool) admit(a Admit) (int, error) {
 	}
 	if p.caching {
 		p.stats.Queries++
-		p.stats.QueriedTokens += int64(n)
+		p.stats.QueriedTokens += int64(len(a.Tokens))
 		if h > 0 {
 			p.stats.Hits++
 			p.stats.HitTokens += int64(h)

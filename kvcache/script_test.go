@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -35,7 +36,10 @@ import (
 //	step                   one Apply; input lines, in any order:
 //	                       free ID | fork PARENT CHILD |
 //	                       append ID tokens=TOKENS |
-//	                       admit ID tokens=TOKENS [extra=S]
+//	                       admit ID tokens=TOKENS [extra=S] [new=N] |
+//	                       tables group=G rows=R width=W ids=IDS
+//	                       (new: MaxNewTokens; tables: Step.Tables,
+//	                       printed after the step)
 //	probe tokens=TOKENS [extra=S]
 //	                       CachedPrefix
 //	reset                  ResetPrefixCache
@@ -235,6 +239,7 @@ func scriptStep(input string) (Step, error) {
 		var ids []SeqID
 		var toks []int32
 		var extra []byte
+		ints := map[string]int{}
 		for _, w := range f[1:] {
 			k, v, isKV := strings.Cut(w, "=")
 			var err error
@@ -247,6 +252,16 @@ func scriptStep(input string) (Step, error) {
 				toks, err = parseTokens(v)
 			case k == "extra":
 				extra = []byte(v)
+			case k == "ids":
+				for _, x := range strings.Split(v, ",") {
+					var id uint64
+					if id, err = strconv.ParseUint(x, 10, 64); err != nil {
+						break
+					}
+					ids = append(ids, SeqID(id))
+				}
+			case k == "new" || k == "group" || k == "rows" || k == "width":
+				ints[k], err = strconv.Atoi(v)
 			default:
 				err = fmt.Errorf("unknown key %q", k)
 			}
@@ -262,9 +277,12 @@ func scriptStep(input string) (Step, error) {
 		case f[0] == "append" && len(ids) == 1:
 			s.Append = append(s.Append, Append{Seq: ids[0], Tokens: toks})
 		case f[0] == "admit" && len(ids) == 1:
-			s.Admit = append(s.Admit, Admit{Seq: ids[0], Tokens: toks, Extra: extra})
+			s.Admit = append(s.Admit, Admit{Seq: ids[0], Tokens: toks, Extra: extra, MaxNewTokens: ints["new"]})
+		case f[0] == "tables":
+			shape := TableShape{Rows: ints["rows"], Width: ints["width"]}
+			s.Tables = &TableRequest{Group: ints["group"], Shape: shape, Batch: ids, Dst: make([]byte, 4*shape.Rows*shape.Width)}
 		default:
-			return s, fmt.Errorf("step line %q: want free ID, fork PARENT CHILD, append ID tokens=T or admit ID tokens=T [extra=S]", line)
+			return s, fmt.Errorf("step line %q: want free ID, fork PARENT CHILD, append ID tokens=T, admit ID tokens=T [extra=S] [new=N] or tables group=G rows=R width=W ids=IDS", line)
 		}
 	}
 	return s, nil
@@ -334,6 +352,19 @@ func printStep(p *Pool, s Step, r StepResult) string {
 	if p.PrefixCaching() {
 		st := p.PrefixStats()
 		fmt.Fprintf(&b, "prefix: queries %d hits %d queried tokens %d hit tokens %d\n", st.Queries, st.Hits, st.QueriedTokens, st.HitTokens)
+	}
+	if t := s.Tables; t != nil {
+		if r.TablesErr != nil {
+			fmt.Fprintf(&b, "tables: error %s: %v\n", errorClass(r.TablesErr), r.TablesErr)
+			return b.String()
+		}
+		for row := range t.Shape.Rows {
+			vals := make([]int32, t.Shape.Width)
+			for i := range vals {
+				vals[i] = int32(binary.LittleEndian.Uint32(t.Dst[4*(row*t.Shape.Width+i):]))
+			}
+			fmt.Fprintf(&b, "tables row %d: %v\n", row, vals)
+		}
 	}
 	return b.String()
 }

@@ -81,19 +81,33 @@ func (p *Pool) EncodeBlockTables(dst []byte, shape TableShape, group int, batch 
 	}
 	for r := range shape.Rows {
 		row := dst[r*shape.Width*4 : (r+1)*shape.Width*4]
-		var t []int32
+		n := 0
 		if r < len(batch) {
-			t = p.seqs[batch[r]].tables[group]
-		}
-		for i := range shape.Width {
-			v := pad
-			if i < len(t) {
-				v = t[i]
+			t := p.seqs[batch[r]].tables[group]
+			for i, v := range t {
+				binary.LittleEndian.PutUint32(row[i*4:], uint32(v))
 			}
-			binary.LittleEndian.PutUint32(row[i*4:], uint32(v))
+			n = len(t)
 		}
+		fillPad(row[n*4:], pad)
 	}
 	return nil
+}
+
+// fillPad fills b (a whole number of entries) with pad, little-endian:
+// a memclr for NullBlock, doubling copies otherwise.
+func fillPad(b []byte, pad int32) {
+	if pad == 0 {
+		clear(b)
+		return
+	}
+	if len(b) == 0 {
+		return
+	}
+	binary.LittleEndian.PutUint32(b, uint32(pad))
+	for k := 4; k < len(b); k *= 2 {
+		copy(b[k:], b[:k])
+	}
 }
 
 // checkTables validates a batch against a layout of room entries and

@@ -60,6 +60,17 @@ func TestBlockTablesFillDecodeMeta(t *testing.T) {
 	if err := p.WriteBlockTables(ints, shape, 1, batch); err != nil || ints[0] != 1 || ints[1] != StatePad || ints[shape.Width] != 0 {
 		t.Errorf("state rows: %v, %v", ints[:2], err)
 	}
+	for i := range buf {
+		buf[i] = 0x5a // every byte must be written
+	}
+	if err := p.EncodeBlockTables(buf, shape, 1, batch); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range ints {
+		if got := int32(binary.LittleEndian.Uint32(buf[i*4:])); got != v {
+			t.Fatalf("state entry %d: bytes say %d, ints %d", i, got, v)
+		}
+	}
 	for name, call := range map[string]func() error{
 		"short ints":  func() error { return p.WriteBlockTables(ints[:len(ints)-1], shape, 0, batch) },
 		"short bytes": func() error { return p.EncodeBlockTables(buf[:len(buf)-1], shape, 0, batch) },

@@ -77,6 +77,11 @@ type fitOptions struct {
 	// "profiled" for V1 up to 0.16, "after_kv_cache" from 0.17, unset
 	// ("none") for the V0 rows.
 	SamplerWarmup arena.SamplerWarmup `json:"sampler_warmup,omitempty"`
+	// CUDAGraphs is where the row's version counts its CUDA graphs:
+	// "after_kv_cache" for V1 before 0.21 (captured after the KV cache is
+	// sized, outside the budget), unset ("none": the reserve covers them)
+	// for the V0 rows.
+	CUDAGraphs arena.CUDAGraphs `json:"cuda_graphs,omitempty"`
 }
 
 // vllmFigures are vLLM's start-up lines; a zero figure was not logged.
@@ -92,6 +97,8 @@ type vllmFigures struct {
 	KVTokens int64 `json:"kv_tokens,omitempty"`
 	// Concurrency is "Maximum concurrency for max_model_len tokens per request: X".
 	Concurrency float64 `json:"concurrency,omitempty"`
+	// CUDAGraphsGiB is "Graph capturing finished in N secs, took X GiB".
+	CUDAGraphsGiB float64 `json:"cuda_graphs_gib,omitempty"`
 }
 
 // fitFigures are the fit's verdict and its figures as ratios to vLLM's,
@@ -108,11 +115,13 @@ type fitFigures struct {
 	// Weights is the fit's weight bytes over vLLM's WeightsGiB; KVGiB the
 	// fit's KV budget over vLLM's KVGiB; KVTokens the fit's KV tokens over
 	// vLLM's; Concurrency the fit's KV budget over one max_seq_len sequence,
-	// over vLLM's Concurrency.
+	// over vLLM's Concurrency; CUDAGraphs the fit's CUDA-graph estimate over
+	// vLLM's CUDAGraphsGiB.
 	Weights     *ratioBand `json:"weights,omitempty"`
 	KVGiB       *ratioBand `json:"kv_gib,omitempty"`
 	KVTokens    *ratioBand `json:"kv_tokens,omitempty"`
 	Concurrency *ratioBand `json:"concurrency,omitempty"`
+	CUDAGraphs  *ratioBand `json:"cuda_graphs,omitempty"`
 	// GapCause explains every band wider than fitAccuracyTolerance.
 	GapCause string `json:"gap_cause,omitempty"`
 }
@@ -188,8 +197,8 @@ func parseGiB(t *testing.T, s string) float64 {
 // max_seq_len, max_num_batched_tokens max_batch_tokens, max_num_seqs
 // max_batch_size (at most max_batch_tokens), block_size kv_block_size,
 // kv_cache_dtype kv_cache_dtype, no speculative decoding (k_max 0), no
-// memory used by other processes, the fit's default reserve, and the row's
-// fit options.
+// memory used by other processes, the fit's default reserve (its context
+// part when the row sizes CUDA graphs), and the row's fit options.
 func fitRow(t *testing.T, r accuracyRow, fit fitOptions) *arena.FitReport {
 	t.Helper()
 	cfg, err := arena.LoadConfig(filepath.Join("..", "examples", "configs", r.Config))
@@ -210,7 +219,7 @@ func fitRow(t *testing.T, r accuracyRow, fit fitOptions) *arena.FitReport {
 		t.Fatal(err)
 	}
 	fo := arena.FitOptions{GPUMemoryUtilization: new(o.GPUMemoryUtilization), UtilizationScope: fit.UtilizationScope,
-		ReserveBytes: fit.ReserveBytes, SamplerWarmup: fit.SamplerWarmup}
+		ReserveBytes: fit.ReserveBytes, SamplerWarmup: fit.SamplerWarmup, CUDAGraphs: fit.CUDAGraphs}
 	if b := fit.MXFP4Backend; b != nil {
 		fo.Weights.MXFP4Backend = *b
 	}
@@ -258,12 +267,15 @@ func TestFitAccuracyAgainstVLLM(t *testing.T) {
 			if rep.SeqBytes > 0 {
 				concurrency = float64(rep.KVBudgetBytes) / float64(rep.SeqBytes)
 			}
-			t.Logf("fit: %s; weights %.2f GiB, KV budget %.2f GiB, %d KV tokens, %.2f sequences of max_seq_len, shortfall %.2f GiB",
-				verdict, float64(rep.WeightBytes)/gib, float64(rep.KVBudgetBytes)/gib, rep.KVTokens, concurrency, float64(rep.ShortfallBytes)/gib)
+			t.Logf("fit: %s; weights %.2f GiB, KV budget %.2f GiB, %d KV tokens, %.2f sequences of max_seq_len, CUDA graphs %.2f GiB, "+
+				"outside the budget %.2f GiB for %.2f GiB, shortfall %.2f GiB",
+				verdict, float64(rep.WeightBytes)/gib, float64(rep.KVBudgetBytes)/gib, rep.KVTokens, concurrency, float64(rep.CUDAGraphBytes)/gib,
+				float64(rep.OutsideBudgetBytes)/gib, float64(rep.OutsideRequiredBytes)/gib, float64(rep.ShortfallBytes)/gib)
 			checkBand(t, r, "weights GiB", r.Fit.Weights, float64(rep.WeightBytes)/gib, r.VLLM.WeightsGiB)
 			checkBand(t, r, "KV GiB", r.Fit.KVGiB, float64(rep.KVBudgetBytes)/gib, r.VLLM.KVGiB)
 			checkBand(t, r, "KV tokens", r.Fit.KVTokens, float64(rep.KVTokens), float64(r.VLLM.KVTokens))
 			checkBand(t, r, "concurrency", r.Fit.Concurrency, concurrency, r.VLLM.Concurrency)
+			checkBand(t, r, "CUDA graphs", r.Fit.CUDAGraphs, float64(rep.CUDAGraphBytes)/gib, r.VLLM.CUDAGraphsGiB)
 			if r.Fit.Fix != nil {
 				if fixed := fitRow(t, r, *r.Fit.Fix); fixed.Fits != (r.VLLM.Verdict == "runs") {
 					t.Errorf("with the row's fix %+v the fit says fits=%v, vLLM %s", *r.Fit.Fix, fixed.Fits, r.VLLM.Verdict)

@@ -43,7 +43,8 @@ Suites (--suite, comma-separated, or all):
 
 Each row makes --ops operations (contention: at least 16 per client; build:
 --build-ops cycles), or runs for --duration. The build suite's models
-(--models) are read from --configs. The defaults take about a minute on an
+(--models) are read from --configs, by default the configs built into
+arenactl (examples/configs). The defaults take about a minute on an
 H200 host. --trace writes a Go execution trace of the run: each build and
 release, and each driver call inside them, is a region.
 
@@ -94,7 +95,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	fs.IntSliceVar(&c.clients, "clients", def.Clients, "concurrent clients of the contention suite (and carve, up to 16)")
 	fs.DurationSliceVar(&c.spins, "spin", def.Spins, "dispatcher spins the gpuarena rows are measured at")
 	fs.DurationVar(&c.managerSpin, "manager-spin", def.ManagerSpin, "dispatcher spin of the managers the build and carve suites start")
-	fs.StringVar(&c.configs, "configs", def.ConfigDir, "folder of the models' config.json files")
+	fs.StringVar(&c.configs, "configs", "", "folder of the models' config.json files (default: the built-in examples/configs)")
 	fs.StringSliceVar(&c.models, "models", def.Models, "models of the build suite: names of config files in --configs, without .json")
 	fs.Int64SliceVar(&c.batchTokens, "batch-tokens", def.BatchTokens, "max_batch_tokens values of the build suite")
 	fs.StringVar(&c.traceOut, "trace", "", "write a Go execution trace of the run to this file (read it with go tool trace); build cycles are its regions")
@@ -167,6 +168,14 @@ func (c *benchCmd) run(cmd *cobra.Command, _ []string) (err error) {
 	cfg, suites, err := c.config(cmd.Flags().Changed)
 	if err != nil {
 		return err
+	}
+	if c.configs == "" {
+		dir, remove, berr := builtinConfigDir()
+		if berr != nil {
+			return berr
+		}
+		defer remove()
+		cfg.ConfigDir = dir
 	}
 	if c.traceOut != "" {
 		stop, err := startTrace(c.traceOut)

@@ -74,25 +74,81 @@ func isDecimal(s string) bool {
 	return digits > 0 && dots <= 1
 }
 
-// formatByteSize writes n in the largest binary unit that divides it exactly
-// ("141GiB"), else in bytes ("150109880320B"); parseByteSize reads it back.
+// sizeUnit is one unit a size can be written in.
+type sizeUnit struct {
+	name string
+	v    int64
+}
+
+// binaryUnits and decimalUnits are the units formatByteSize writes, largest
+// first.
+var (
+	binaryUnits  = []sizeUnit{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
+	decimalUnits = []sizeUnit{{"PB", 1e15}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}}
+)
+
+// formatByteSize writes n > 0 as a user would type it, exactly, so that
+// parseByteSize reads it back: in the largest binary unit n holds at least
+// once, when that is a number of at most two decimals ("141GiB",
+// "1.5TiB"), else the same in decimal units ("80GB"), else in bytes
+// ("150109880320B"); below 1 KiB always in bytes. 0 is "0".
 func formatByteSize(n int64) string {
-	for _, u := range []struct {
-		name string
-		v    int64
-	}{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.v == 0 {
-			return fmt.Sprintf("%d%s", n/u.v, u.name)
-		}
-	}
 	if n == 0 {
 		return "0"
+	}
+	if n >= 1<<10 {
+		for _, units := range [][]sizeUnit{binaryUnits, decimalUnits} {
+			if s, ok := exactIn(n, units); ok {
+				return s
+			}
+		}
 	}
 	return fmt.Sprintf("%dB", n)
 }
 
-// String implements pflag.Value.
-func (b *byteSize) String() string { return formatByteSize(int64(*b)) }
+// exactIn writes n in the largest of units it holds at least once, and
+// reports whether that is exact in at most two decimals.
+func exactIn(n int64, units []sizeUnit) (string, bool) {
+	for _, u := range units {
+		if n < u.v {
+			continue
+		}
+		whole, rem := n/u.v, n%u.v // rem < 2^50, so rem×100 fits
+		if rem*100%u.v != 0 {
+			return "", false
+		}
+		if rem == 0 {
+			return fmt.Sprintf("%d%s", whole, u.name), true
+		}
+		frac := strings.TrimRight(fmt.Sprintf("%02d", rem*100/u.v), "0")
+		return fmt.Sprintf("%d.%s%s", whole, frac, u.name), true
+	}
+	return "", false
+}
+
+// readableByteSize is n ≥ 1 KiB rounded to one decimal in the largest
+// binary unit it holds at least once: "139.8GiB". Not exact; for reading.
+func readableByteSize(n int64) string {
+	for _, u := range binaryUnits {
+		if n >= u.v {
+			return fmt.Sprintf("%.1f%s", float64(n)/float64(u.v), u.name)
+		}
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// String implements pflag.Value, and is what the help shows as a flag's
+// default: formatByteSize's exact form, and where that is a byte count of
+// 1 KiB or more, the readable size beside it ("150109880320B ≈ 139.8GiB",
+// an H200's total).
+func (b *byteSize) String() string {
+	n := int64(*b)
+	s := formatByteSize(n)
+	if n >= 1<<10 && isDecimal(strings.TrimSuffix(s, "B")) {
+		return s + " ≈ " + readableByteSize(n)
+	}
+	return s
+}
 
 // Set implements pflag.Value.
 func (b *byteSize) Set(s string) error {

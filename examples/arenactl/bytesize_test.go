@@ -86,3 +86,52 @@ func FuzzParseByteSize(f *testing.F) {
 		}
 	})
 }
+
+// A size prints in the unit it is a round number of, else in bytes with
+// its readable value beside it: never as a count of an awkward unit
+// ("146591680KiB").
+func TestByteSizeString(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0"},
+		{512, "512B"},
+		{1000, "1000B"},
+		{1023, "1023B"},
+		{1536, "1.5KiB"},
+		{1 << 30, "1GiB"},
+		{141 << 30, "141GiB"},
+		{3 << 39, "1.5TiB"},
+		{80e9, "80GB"},
+		{5_000_000_000, "5GB"},
+		{1 << 62, "4096PiB"},
+		{150_109_880_320, "150109880320B ≈ 139.8GiB"},
+		{1025, "1025B ≈ 1.0KiB"},
+	} {
+		b := byteSize(tc.n)
+		if got := b.String(); got != tc.want {
+			t.Errorf("byteSize(%d).String() = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
+// Every size flag's default reads as a size a user would type.
+func TestHelpShowsReadableSizeDefaults(t *testing.T) {
+	for _, c := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"fit", "--help"}, "(default 150109880320B ≈ 139.8GiB)"},
+		{[]string{"fit", "--help"}, "(default 1GiB)"},
+		{[]string{"gen-model", "--help"}, "(default 5GB)"},
+	} {
+		r := cli(t, c.cmd...).mustSucceed(t)
+		if !strings.Contains(r.stdout, c.want) {
+			t.Errorf("arenactl %v: no %q in:\n%s", c.cmd, c.want, r.stdout)
+		}
+		if strings.Contains(r.stdout, "KiB)") && strings.Contains(r.stdout, "146591680") {
+			t.Errorf("arenactl %v prints the H200's memory in KiB", c.cmd)
+		}
+	}
+}

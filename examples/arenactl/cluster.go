@@ -31,8 +31,10 @@ renews it, so a reserve that timed out is retried with its key. A lease not
 renewed within its --ttl is freed by the node.
 
 The nodes answer on --client-listen: loopback by default, so across hosts
-name this host's address there. "arenactl place --cluster" asks where a
-model fits.
+name this host's address there. With nodes on TLS ("arenactl node
+--tls-cert"), give --tls-cert and --tls-key (a certificate naming the
+--client-listen host, which the nodes dial to answer) and, for mutual TLS,
+--tls-ca. "arenactl place --cluster" asks where a model fits.
 
 Exit status: 0 on success, 1 when release finds no reservation of the key,
 2 on an error (a refusal, a node not answering).`
@@ -110,7 +112,7 @@ func (c *clusterCmd) run(ctx context.Context, w io.Writer, needs string, op func
 		return err
 	}
 	defer closeClient()
-	return op(ctx, client, w)
+	return c.conn.explain(op(ctx, client, w))
 }
 
 // inventory writes every live node's inventory as the node at --cluster

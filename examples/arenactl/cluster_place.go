@@ -16,25 +16,25 @@ import (
 	"github.com/gpuarena/gpuarena/internal/nodepb"
 )
 
-// clusterPlaceFlags are the flags "place --cluster" takes: those a
-// nodepb.PlaceRequest carries, the output's and the connection's.
-var clusterPlaceFlags = []string{"cluster", "client-listen", "timeout", "log-level", "config", "max-batch-tokens", "max-seq-len",
-	"gpu-memory-utilization", "weight-dtype", "top", "json"}
+// localPlaceFlags are the flags of "place" that describe this host's
+// devices and so do not travel to a cluster; every other flag does.
+var localPlaceFlags = []string{"devices"}
 
 // runCluster asks the node at --cluster where the model fits on the
 // cluster and writes the placements; a negative answer (exit status 1)
-// when none does. The config is checked here first (arena.LoadConfig and
-// the plan), so a bad flag is named before anything is sent.
+// when none does. The config and every option are checked here first
+// (arena.LoadConfig, the plan and the fit options), so a bad flag is
+// named before anything is sent; the request carries them all
+// (node.PlaceRequestFor).
 func (c *placeCmd) runCluster(ctx context.Context, w io.Writer, fs *pflag.FlagSet) error {
 	var refused []string
 	fs.Visit(func(f *pflag.Flag) {
-		if !slices.Contains(clusterPlaceFlags, f.Name) {
+		if slices.Contains(localPlaceFlags, f.Name) {
 			refused = append(refused, "--"+f.Name)
 		}
 	})
 	if len(refused) > 0 {
-		return fmt.Errorf("%s: not carried to the cluster (with --cluster only --%s)", strings.Join(refused, ", "),
-			strings.Join(clusterPlaceFlags[4:], ", --"))
+		return fmt.Errorf("%s: not carried to the cluster (the cluster's nodes are the devices)", strings.Join(refused, ", "))
 	}
 	if c.top < 0 {
 		return fmt.Errorf("--top %d: must not be negative", c.top)
@@ -54,10 +54,9 @@ func (c *placeCmd) runCluster(ctx context.Context, w io.Writer, fs *pflag.FlagSe
 	if err != nil {
 		return err
 	}
-	req := &nodepb.PlaceRequest{ConfigJson: data, MaxBatchTokens: c.fit.plan.opts.MaxBatchTokens, MaxSeqLen: c.fit.plan.opts.MaxSeqLen,
-		WeightDtype: c.fit.weightDType}
-	if fo.GPUMemoryUtilization != nil {
-		req.GpuMemoryUtilization = *fo.GPUMemoryUtilization
+	req, err := node.PlaceRequestFor(data, c.fit.plan.opts, fo, node.PlaceOptions{})
+	if err != nil {
+		return err
 	}
 	client, closeClient, err := c.cluster.connect(c.fit.app)
 	if err != nil {
@@ -67,36 +66,45 @@ func (c *placeCmd) runCluster(ctx context.Context, w io.Writer, fs *pflag.FlagSe
 	return c.placeOnCluster(ctx, client, w, cfg.ModelType, req)
 }
 
+// clusterPlaceJSON is "place --cluster --json": the node whose placement
+// grain answered, and the placements best first.
+type clusterPlaceJSON struct {
+	AnsweredBy *nodepb.NodeRef     `json:"answered_by"`
+	Placements []*nodepb.Placement `json:"placements"`
+}
+
 // placeOnCluster sends req to the node at --cluster and writes its
 // placements.
 func (c *placeCmd) placeOnCluster(ctx context.Context, client *node.Client, w io.Writer, modelType string, req *nodepb.PlaceRequest) error {
-	ps, err := client.Place(ctx, c.cluster.cluster, req)
+	r, err := client.Place(ctx, c.cluster.cluster, req)
 	if err != nil {
-		return err
+		return c.cluster.explain(err)
 	}
-	c.fit.app.logger.Info("place", "model_type", modelType, "cluster", c.cluster.cluster, "layouts", len(ps))
+	ps := r.GetPlacements()
+	c.fit.app.logger.Info("place", "model_type", modelType, "cluster", c.cluster.cluster, "answered_by", r.GetAnsweredBy().GetAddress(), "layouts", len(ps))
 	total := len(ps)
 	if c.top > 0 && len(ps) > c.top {
 		ps = ps[:c.top]
 	}
 	if c.fit.jsonOut {
-		err = writeJSON(w, nonNil(ps))
+		err = writeJSON(w, clusterPlaceJSON{AnsweredBy: r.GetAnsweredBy(), Placements: nonNil(ps)})
 	} else {
-		err = writeClusterPlaceText(w, c.fit.plan.config, modelType, c.cluster.cluster, total, ps)
+		err = writeClusterPlaceText(w, c.fit.plan.config, modelType, r.GetAnsweredBy().GetAddress(), total, ps)
 	}
 	if err != nil {
 		return err
 	}
 	if len(ps) == 0 {
-		return negative(fmt.Errorf("%s fits no layout of the cluster %s sees", modelType, c.cluster.cluster))
+		return negative(fmt.Errorf("%s fits no layout of the cluster %s sees", modelType, r.GetAnsweredBy().GetAddress()))
 	}
 	return nil
 }
 
 // writeClusterPlaceText writes the ranked cluster placements ps, the best
-// of total, with each stage's node and devices.
-func writeClusterPlaceText(w io.Writer, config, modelType, cluster string, total int, ps []*nodepb.Placement) error {
-	fmt.Fprintf(w, "%s (%s) on the cluster as %s sees it: %d layouts fit", modelType, config, cluster, total)
+// of total, as the node at answeredBy saw the cluster, with each stage's
+// node and devices.
+func writeClusterPlaceText(w io.Writer, config, modelType, answeredBy string, total int, ps []*nodepb.Placement) error {
+	fmt.Fprintf(w, "%s (%s) on the cluster as %s sees it: %d layouts fit", modelType, config, answeredBy, total)
 	if len(ps) < total {
 		fmt.Fprintf(w, ", the best %d listed", len(ps))
 	}

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
 	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/node"
 	"github.com/gpuarena/gpuarena/internal/nodepb"
@@ -47,7 +50,9 @@ func TestClusterRefusesBadFlagsBeforeConnecting(t *testing.T) {
 		{[]string{"cluster", "reserve", "--cluster", "127.0.0.1:7700", "--key", "k", "--bytes", "1GiB", "--node", "x"}, "--node \"x\""},
 		{[]string{"cluster", "release", "--cluster", "127.0.0.1:7700"}, "--key"},
 		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "127.0.0.1:7700", "--devices", "2xh200"}, "--devices: not carried"},
-		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "127.0.0.1:7700", "--kv-cache-dtype", "fp8"}, "--kv-cache-dtype: not carried"},
+		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "127.0.0.1:7700", "--kv-cache-dtype", "int3"}, "--kv-cache-dtype"},
+		{[]string{"cluster", "inventory", "--cluster", "127.0.0.1:7700", "--tls-ca", "ca.pem"}, "a certificate and its key are both needed"},
+		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "127.0.0.1:7700", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"}, "/nonexistent/c.pem"},
 		{[]string{"place", "--config", configPath("llama-3.1-8b"), "--cluster", "nohost"}, "--cluster \"nohost\""},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -56,6 +61,25 @@ func TestClusterRefusesBadFlagsBeforeConnecting(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d and stderr naming %s", r.code, r.stdout, r.stderr, exitFailure, tc.want)
 			}
 		})
+	}
+}
+
+// TestClusterTimeoutSaysWhatTLSNeeds: a timeout of a command without the
+// TLS flags says that nodes on TLS answer only clients with them; with
+// the flags, or another error, nothing is added.
+func TestClusterTimeoutSaysWhatTLSNeeds(t *testing.T) {
+	timeout := fmt.Errorf("node 127.0.0.1:7700: ClusterInventoryRequest: %w", actor.ErrTimeout)
+	plain := clusterFlags{timeout: time.Second}
+	if err := plain.explain(timeout); !errors.Is(err, actor.ErrTimeout) || !strings.Contains(err.Error(), "--tls-cert and --tls-key") {
+		t.Fatalf("timeout without TLS flags: %v; want the TLS hint, still matching ErrTimeout", err)
+	}
+	withTLS := clusterFlags{timeout: time.Second, tls: tlsFlags{Cert: "c.pem", Key: "k.pem"}}
+	if err := withTLS.explain(timeout); err != timeout {
+		t.Fatalf("timeout with TLS flags: %v, want it unchanged", err)
+	}
+	other := errors.New("refused")
+	if err := plain.explain(other); err != other {
+		t.Fatalf("another error: %v, want it unchanged", err)
 	}
 }
 
@@ -137,7 +161,9 @@ func TestClusterCommandsOnANode(t *testing.T) {
 		t.Fatalf("reserve of 1 TiB: %v, want ErrOutOfMemory", err)
 	}
 
-	// Placement from the node's view: Llama-3.1-8B fits one H100.
+	// Placement from the node's view, through its placement grain:
+	// Llama-3.1-8B fits one H100, and an fp8 KV cache (carried with the
+	// request) holds twice the tokens.
 	llama, err := os.ReadFile(configPath("llama-3.1-8b"))
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +174,31 @@ func TestClusterCommandsOnANode(t *testing.T) {
 	if err := pc.placeOnCluster(ctx, client, &out, "llama", &nodepb.PlaceRequest{ConfigJson: llama}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "layouts fit") || !strings.Contains(out.String(), addr+" [0]") {
-		t.Fatalf("place --cluster printed:\n%s\nwant a layout on %s device 0", out.String(), addr)
+	if !strings.Contains(out.String(), "as "+addr+" sees it") || !strings.Contains(out.String(), addr+" [0]") {
+		t.Fatalf("place --cluster printed:\n%s\nwant a layout on %s device 0, answered by it", out.String(), addr)
+	}
+	kvTokens := func(kvDType string) int64 {
+		t.Helper()
+		req, err := node.PlaceRequestFor(llama, arena.Options{KVCacheDType: arena.KVCacheDType(kvDType)}, arena.FitOptions{}, node.PlaceOptions{TensorParallelSize: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc.fit.jsonOut = true
+		out.Reset()
+		if err := pc.placeOnCluster(ctx, client, &out, "llama", req); err != nil {
+			t.Fatal(err)
+		}
+		var got clusterPlaceJSON
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.AnsweredBy.GetAddress() != addr || len(got.Placements) == 0 {
+			t.Fatalf("place --cluster --json: %s; want placements answered by %s", out.String(), addr)
+		}
+		return got.Placements[0].GetKvTokens()
+	}
+	if auto, fp8 := kvTokens("auto"), kvTokens("fp8"); fp8 < 2*auto-2*16 || fp8 > 2*auto+2*16 {
+		t.Fatalf("KV tokens with kv_cache_dtype fp8: %d, want about twice auto's %d", fp8, auto)
 	}
 
 	// Release, then release again: the second is a negative answer.

@@ -47,8 +47,19 @@ arena, the ledger holds exactly tensors + pool padding for the "weights"
 owner and the arena line for "arena". --config may then be left
 out (it defaults to DIR).
 
-Unset, --gpu-memory-utilization is 0.9 and --reserve 1 GiB; --reserve 0
-reserves nothing, and --gpu-memory-utilization 0 is refused.
+Unset, --gpu-memory-utilization is 0.9 and --reserve 1 GiB (576 MiB with
+--cuda-graphs after_kv_cache or estimated, which size the graphs the 1 GiB
+allows for); --reserve 0 reserves nothing, and --gpu-memory-utilization 0
+is refused.
+
+--cuda-graphs sizes the CUDA graphs vLLM captures (vLLM's capture sizes:
+1, 2, 4, every 8 below 256 and every 16 up to min(2 × max_batch_size ×
+(1 + k_max), 512), 1024 for gpt-oss, at most max_batch_tokens; one forward's
+activations at the largest size plus a per-graph cost vLLM 0.19 measured):
+none (the default, and vLLM's --enforce-eager: the reserve covers them),
+after_kv_cache (vLLM before 0.21: captured after the KV cache fills the
+budget, so they must fit outside it) or estimated (vLLM 0.21 onwards: taken
+out of the KV cache).
 
 The report gives the breakdown, the KV-cache blocks and the sequences of
 max_seq_len that fit at once. When it does not fit: by how much, the three
@@ -86,6 +97,7 @@ type fitCmd struct {
 	used        byteSize
 	reserve     byteSize
 	sampler     string // --sampler-warmup
+	graphs      string // --cuda-graphs
 	weightDType string
 	layout      string // --weights-layout
 	mxfp4       string // --mxfp4-backend
@@ -127,9 +139,11 @@ func (c *fitCmd) registerBudget(fs *pflag.FlagSet) {
 	fs.StringVar(&c.scope, "utilization-scope", string(arena.UtilizationDevice),
 		"what --gpu-memory-utilization caps: device (every process together; others' memory comes out of the budget) or instance (this process alone, vLLM's rule)")
 	c.reserve = byteSize(arena.DefaultReserveBytes) // shown as the default; passed to arena only when given
-	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size (0: none)")
+	fs.Var(&c.reserve, "reserve", "held back for the CUDA context, library workspaces and CUDA graphs: bytes or a size (0: none; unset with --cuda-graphs after_kv_cache or estimated: 576MiB, the graphs being sized apart)")
 	fs.StringVar(&c.sampler, "sampler-warmup", string(arena.SamplerWarmupNone),
 		"vLLM's start-up sampler pass over [max_batch_size, vocab] and the reserve outside its budget: none (gpuarena's engine), profiled (vLLM ≤ 0.16: sorted top-k/top-p, 38 B per element, inside the budget) or after_kv_cache (vLLM ≥ 0.17: 14 B per element, its warm-up also outside the budget)")
+	fs.StringVar(&c.graphs, "cuda-graphs", string(arena.CUDAGraphsNone),
+		"vLLM's CUDA graphs: none (the reserve covers them; vLLM's --enforce-eager), after_kv_cache (vLLM < 0.21: captured after the KV cache is sized, outside the budget) or estimated (vLLM ≥ 0.21: taken out of the KV cache)")
 	fs.StringVar(&c.weightDType, "weight-dtype", "", "size the weights as bf16, f32 or fp8 instead of the config's torch_dtype and quantization")
 	fs.StringVar(&c.layout, "weights-layout", "engine", "size the weights as vLLM holds them (engine: MXFP4 experts padded to the backend's tiles) or as the checkpoint stores them (checkpoint: what gpuarena's LoadWeights uploads)")
 	fs.StringVar(&c.mxfp4, "mxfp4-backend", "marlin", "vLLM's MXFP4 MoE backend whose padding the engine layout uses: marlin, flashinfer_trtllm, flashinfer_cutlass or triton")
@@ -147,6 +161,7 @@ func (c *fitCmd) options(changed func(string) bool) (arena.FitOptions, error) {
 		ExcludeWeights:   c.noWeights,
 		UtilizationScope: arena.UtilizationScope(c.scope),
 		SamplerWarmup:    arena.SamplerWarmup(c.sampler),
+		CUDAGraphs:       arena.CUDAGraphs(c.graphs),
 	}
 	if changed("gpu-memory-utilization") {
 		if err := checkUtilization(c.utilization); err != nil {
@@ -331,7 +346,7 @@ func writeFitText(w io.Writer, config, device string, p *arena.Plan, r *arena.Fi
 	}
 	weights := bytesAndHuman(r.WeightBytes)
 	if r.Weights != nil {
-		weights += fmt.Sprintf("  (%.2fB params, %.2fB active per token)", float64(r.Weights.TotalParams)/1e9, float64(r.Weights.ActiveParams)/1e9)
+		weights += fmt.Sprintf("  (%s params, %s active per token)", paramCount(r.Weights.TotalParams), paramCount(r.Weights.ActiveParams))
 	}
 	row(tw, "weights", weights)
 	if r.WeightSource == "checkpoint" {
@@ -344,13 +359,20 @@ func writeFitText(w io.Writer, config, device string, p *arena.Plan, r *arena.Fi
 	row(tw, "slabs", bytesAndHuman(r.SlabBytes))
 	row(tw, "reserve", bytesAndHuman(r.ReserveBytes))
 	if r.SamplerWarmup != arena.SamplerWarmupNone {
-		outside := "the reserve"
-		if r.SamplerWarmup == arena.SamplerWarmupAfterKVCache {
-			outside += " and the warm-up pass"
-		}
 		row(tw, "sampler pass", fmt.Sprintf("%s = %d × vocab × %d B (sampler warm-up %s), %s of it inside the budget beyond the arena",
 			bytesAndHuman(r.SamplerPassBytes), r.SamplerRows, r.SamplerBytesPerElement, r.SamplerWarmup, human(r.SamplerBudgetBytes)))
-		row(tw, "outside the budget", fmt.Sprintf("%s free for %s", bytesAndHuman(r.SamplerOutsideBytes), outside))
+	}
+	if r.CUDAGraphs != arena.CUDAGraphsNone {
+		where := "captured after the KV cache is sized, outside the budget"
+		if r.CUDAGraphs == arena.CUDAGraphsEstimated {
+			where = "estimated and counted inside the budget"
+		}
+		row(tw, "cuda graphs", fmt.Sprintf("%s, %s: %d piecewise (%d pieces each) and %d full captures up to %d tokens, activations %s",
+			bytesAndHuman(r.CUDAGraphBytes), where, r.CUDAGraphPiecewiseCaptures, r.CUDAGraphPieces, r.CUDAGraphFullCaptures,
+			r.CUDAGraphLargestCapture, human(r.CUDAGraphActivationBytes)))
+	}
+	if r.OutsideBudgetBytes > 0 || r.OutsideRequiredBytes > 0 {
+		row(tw, "outside the budget", fmt.Sprintf("%s free for %s allocated after the KV cache is sized", bytesAndHuman(r.OutsideBudgetBytes), human(r.OutsideRequiredBytes)))
 	}
 	row(tw, "kv budget", bytesAndHuman(r.KVBudgetBytes))
 	if r.KVBytesPerBlock > 0 {

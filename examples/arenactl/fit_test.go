@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,5 +139,52 @@ func TestUnsetAndZeroFlags(t *testing.T) {
 				t.Errorf("k_max %v, want %d", p.Options.KMax, tt.wantKMax)
 			}
 		})
+	}
+}
+
+// TestFitCUDAGraphsFlag: gpt-oss-20b as vLLM 0.19 ran it on an H100
+// (docs/fit-accuracy.md, row gpt-oss-20b-h100-v0.19-8k). With
+// --cuda-graphs after_kv_cache its graphs (1,511,438,080 B) join the
+// context reserve and the sampler warm-up outside the budget, which lacks
+// 746,734,672 B: it does not fit, as vLLM ran out of memory. With none the
+// 1 GiB reserve stands for the graphs and it fits; estimated takes the
+// graphs out of the KV cache instead.
+func TestFitCUDAGraphsFlag(t *testing.T) {
+	base := []string{"fit", "--config", configPath("gpt-oss-20b"), "--device-memory", "85029615042B", "--gpu-memory-utilization", "0.95",
+		"--max-seq-len", "8192", "--max-batch-tokens", "8192", "--max-batch-size", "1024", "--k-max", "0", "--logits-rows", "sampled",
+		"--utilization-scope", "instance", "--sampler-warmup", "after_kv_cache", "--mxfp4-backend", "triton"}
+	const graphs = 1_511_438_080
+	reports := map[string]arena.FitReport{}
+	for mode, code := range map[string]int{"none": exitOK, "after_kv_cache": exitNegative, "estimated": exitOK} {
+		r := cli(t, slices.Concat(base, []string{"--cuda-graphs", mode, "--json"})...)
+		if r.code != code {
+			t.Fatalf("--cuda-graphs %s: exit %d, want %d; stderr:\n%s", mode, r.code, code, r.stderr)
+		}
+		var f arena.FitReport
+		if err := json.Unmarshal([]byte(r.stdout), &f); err != nil {
+			t.Fatal(err)
+		}
+		reports[mode] = f
+	}
+	none, after, est := reports["none"], reports["after_kv_cache"], reports["estimated"]
+	switch {
+	case none.CUDAGraphs != arena.CUDAGraphsNone || none.CUDAGraphBytes != 0 || none.ReserveBytes != arena.DefaultReserveBytes:
+		t.Errorf("none: %q, %d B of graphs, reserve %d B", none.CUDAGraphs, none.CUDAGraphBytes, none.ReserveBytes)
+	case after.CUDAGraphBytes != graphs || after.ReserveBytes != arena.DefaultContextReserveBytes || after.ShortfallBytes != 746_734_672:
+		t.Errorf("after_kv_cache: %d B of graphs, reserve %d B, shortfall %d B", after.CUDAGraphBytes, after.ReserveBytes, after.ShortfallBytes)
+	case est.CUDAGraphBytes != graphs || est.KVBudgetBytes != none.KVBudgetBytes-graphs:
+		t.Errorf("estimated: %d B of graphs, KV budget %d B (none: %d B)", est.CUDAGraphBytes, est.KVBudgetBytes, none.KVBudgetBytes)
+	}
+
+	text := cli(t, slices.Concat(base, []string{"--cuda-graphs", "after_kv_cache"})...)
+	for _, want := range []string{"DOES NOT FIT", "cuda graphs", "1511438080 B", "captured after the KV cache is sized, outside the budget",
+		"83 piecewise (25 pieces each) and 83 full captures up to 1024 tokens", "outside the budget", "shortfall                 746734672 B"} {
+		if !strings.Contains(text.stdout, want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.stdout)
+		}
+	}
+	bad := cli(t, slices.Concat(base, []string{"--cuda-graphs", "auto"})...)
+	if bad.code != exitFailure || !strings.Contains(bad.stderr, "--cuda-graphs") {
+		t.Errorf("--cuda-graphs auto: exit %d, stderr %q", bad.code, bad.stderr)
 	}
 }

@@ -25,6 +25,12 @@ num_hidden_layers N (layer_types and Nemotron-H's hybrid_override_pattern are
 cut to N), so the folder loads as the model its checkpoint is. The same
 --seed gives the same bytes. DIR must be empty or absent.
 
+--zeros writes zero weights as holes in sparse files: the folder has the
+model's real listing and sizes (DeepSeek-V3's 673 GB) but takes only its
+headers' disk, and reads back zeros at the page cache's speed — to check
+the sizing and loading of a model (or of one rank's shard of it, run
+--rank) on a machine whose disk cannot hold it.
+
 Families listed: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral,
 gpt_oss, glm4_moe, qwen3_next, deepseek_v2, deepseek_v3, nemotron_h.`
 
@@ -35,6 +41,7 @@ type genModelCmd struct {
 	seed    uint64
 	layers  int64
 	shard   byteSize
+	zeros   bool
 	jsonOut bool
 }
 
@@ -54,6 +61,7 @@ func newGenModelCmd(_ *app) *cobra.Command {
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the weights: the same seed gives the same bytes")
 	fs.Int64Var(&c.layers, "layers", 0, "keep the first N decoder layers (0: all of them)")
 	fs.Var(&c.shard, "shard-size", "most tensor bytes per shard: bytes or a size like 5GB, 100MiB")
+	fs.BoolVar(&c.zeros, "zeros", false, "write zero weights as holes in sparse files: the real listing and sizes, almost no disk (--seed unused)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the summary as JSON")
 	_ = cmd.MarkFlagRequired("config")
 	_ = cmd.MarkFlagRequired("out")
@@ -81,7 +89,7 @@ func (c *genModelCmd) run(ctx context.Context, w io.Writer) error {
 	if c.layers < 0 {
 		return fmt.Errorf("--layers %d: must be ≥ 0", c.layers)
 	}
-	r, err := modelgen.GenerateContext(ctx, c.config, c.out, modelgen.Options{Seed: c.seed, Layers: c.layers, ShardBytes: int64(c.shard)})
+	r, err := modelgen.GenerateContext(ctx, c.config, c.out, modelgen.Options{Seed: c.seed, Layers: c.layers, ShardBytes: int64(c.shard), Zeros: c.zeros})
 	if err != nil {
 		return err
 	}

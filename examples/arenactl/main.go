@@ -10,20 +10,19 @@
 // Every command takes --log-level; plan, fit, run, devices and bench take
 // --json. Exit status: 0 success; 1 a negative answer (fit: does not fit;
 // run, soak: an invariant failed); 2 an error (bad flag, bad config, device
-// failure).
+// failure); 130 stopped by Ctrl-C (SIGINT), 143 by SIGTERM.
 package main
 
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 )
 
-// main runs arenactl; Ctrl-C (SIGINT) or SIGTERM stops submitting work, and
-// what was built is still released.
+// main runs arenactl; Ctrl-C (SIGINT) or SIGTERM stops submitting work,
+// what was built is still released, and the exit status is 130 (SIGINT) or
+// 143 (SIGTERM).
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(context.Background())
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -23,22 +23,35 @@ const nodeLong = `Node runs this host's devices as one member of a gpuarena clus
 gracefully and frees everything.
 
 The node serves its gateway (inventory, preflight, reserve, renew,
-release, ledger; protobuf messages, internal/nodepb) over gRPC on --listen,
-loopback unless told otherwise, and publishes its devices' inventory
-through the cluster's gossip on every change and every
---inventory-period. Membership comes from --provider:
+release, ledger, placement; protobuf messages, internal/nodepb) over gRPC
+on --listen, loopback unless told otherwise, and publishes its devices'
+inventory through the cluster's gossip on every change and every
+--inventory-period. Every node also hosts placement grains (virtual
+actors the cluster activates on one node or another): "arenactl place
+--cluster" asks any node, and a grain answers from its node's view of the
+cluster. Membership comes from --provider:
 
-  automanaged  protoactor-go's: the node answers health checks over HTTP on
-               --membership-port (upstream binds it on every interface, not
-               only --listen's host) and polls the --seeds, the membership
-               endpoints (host:port) of the other nodes; a node that stops
-               answering leaves the others' member lists within about
-               2 × --membership-refresh + 2 s.
+  automanaged  protoactor-go's: the node answers health checks over plain
+               HTTP on --membership-port of the --listen host and polls the
+               --seeds, the membership endpoints (host:port) of the other
+               nodes; a node that stops answering leaves the others' member
+               lists within about 2 × --membership-refresh + 2 s.
   static       a fixed list: the --seeds are the other nodes' --listen
-               addresses, probed over gRPC every --membership-refresh; the
-               node binds nothing but --listen. A node that stops answering
-               leaves the others' member lists within --membership-refresh
-               + --probe-timeout.
+               addresses, probed over gRPC (with TLS when given) every
+               --membership-refresh; the node binds nothing but --listen. A
+               node that stops answering leaves the others' member lists
+               within --membership-refresh + --probe-timeout.
+
+TLS: --tls-cert and --tls-key secure the node's gRPC, its server and its
+dials to the other nodes and to clients; with --tls-ca it is mutual TLS:
+every peer (node or "arenactl cluster"/"place --cluster" client, which
+take the same flags) must present a certificate of that CA, and others
+are refused at the handshake. Each certificate must name the host its
+process listens on (--listen, or a client's --client-listen) as an IP or
+DNS subject alternative name, since the peers dial it there. Without the
+flags gRPC is plaintext, and a node listening beyond loopback logs a
+warning. The automanaged membership endpoint is plain HTTP either way;
+with TLS, --provider static keeps everything on TLS.
 
 A reservation holds bytes on one device under a key for a lease the
 holder renews; a repeated reserve with the same key returns the same
@@ -60,13 +73,14 @@ type nodeCmd struct {
 	devices         string
 	clusterName     string
 	inventoryPeriod time.Duration
+	tls             tlsFlags
 }
 
 // newNodeCmd builds "arenactl node".
 func newNodeCmd(a *app) *cobra.Command {
 	c := &nodeCmd{app: a}
 	cmd := &cobra.Command{
-		Use:   "node --listen HOST:PORT --seeds HOST:PORT,... [--provider automanaged|static] [--backend hostsim|cuda] [--devices D]",
+		Use:   "node --listen HOST:PORT --seeds HOST:PORT,... [--provider automanaged|static] [--backend hostsim|cuda] [--devices D] [--tls-cert F --tls-key F [--tls-ca F]]",
 		Short: "Run this host's devices as a member of a gpuarena cluster",
 		Long:  nodeLong,
 		Args:  cobra.NoArgs,
@@ -77,7 +91,7 @@ func newNodeCmd(a *app) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7700", "gRPC address of the node (host:port); a loopback host keeps it on this host")
 	fs.StringSliceVar(&c.seeds, "seeds", nil, "the other nodes (host:port): their membership endpoints (automanaged; the node's own is added) or their --listen addresses (static)")
-	fs.StringVar(&c.provider, "provider", providerAutomanaged, "membership provider: automanaged (HTTP health endpoint on every interface) or static (a fixed list probed over gRPC; binds only --listen)")
+	fs.StringVar(&c.provider, "provider", providerAutomanaged, "membership provider: automanaged (a plain HTTP health endpoint on --membership-port) or static (a fixed list probed over gRPC; binds only --listen)")
 	fs.IntVar(&c.membershipPort, "membership-port", 0, "port of the node's automanaged membership endpoint (default: the --listen port + 1)")
 	fs.DurationVar(&c.refresh, "membership-refresh", 2*time.Second, "how often the seeds are polled")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", time.Second, "how long the static provider waits for a seed's answer")
@@ -85,6 +99,7 @@ func newNodeCmd(a *app) *cobra.Command {
 	fs.StringVar(&c.devices, "devices", "1", "the node's devices: a machine on hostsim (\"8xh200\"), a count on cuda")
 	fs.StringVar(&c.clusterName, "cluster-name", "gpuarena", "the cluster's name; nodes of other names ignore each other")
 	fs.DurationVar(&c.inventoryPeriod, "inventory-period", 2*time.Second, "how often the inventory is published when nothing changes")
+	c.tls.register(fs, "the --listen host")
 	return cmd
 }
 
@@ -99,6 +114,7 @@ type nodeSetup struct {
 	host           string
 	membershipPort int
 	provider       node.Provider
+	creds          *node.Credentials
 	factories      []gpuworker.BackendFactory
 }
 
@@ -136,6 +152,9 @@ func (c *nodeCmd) setup() (nodeSetup, error) {
 		s.provider = node.Static(c.refresh, c.probeTimeout, c.seeds...)
 	default:
 		return nodeSetup{}, fmt.Errorf("--provider %q: want %s or %s", c.provider, providerAutomanaged, providerStatic)
+	}
+	if s.creds, err = c.tls.credentials(); err != nil {
+		return nodeSetup{}, err
 	}
 	s.factories, err = c.backends()
 	return s, err
@@ -187,6 +206,7 @@ func (c *nodeCmd) run(ctx context.Context, w io.Writer) error {
 		Provider:        s.provider,
 		Devices:         group,
 		InventoryPeriod: c.inventoryPeriod,
+		TLS:             s.creds,
 		Logger:          c.app.logger,
 	})
 	if err != nil {
@@ -196,8 +216,15 @@ func (c *nodeCmd) run(ctx context.Context, w io.Writer) error {
 	if c.provider == providerStatic {
 		membership = fmt.Sprintf("static membership of %d seed(s)", len(c.seeds))
 	}
-	fmt.Fprintf(w, "node %s (member %s): %d %s device(s), %s\n",
-		n.Self().Address, n.Self().ID, group.Ranks(), c.backend, membership)
+	transport := "plaintext gRPC"
+	switch {
+	case s.creds.Mutual():
+		transport = "mutual TLS"
+	case s.creds != nil:
+		transport = "TLS"
+	}
+	fmt.Fprintf(w, "node %s (member %s): %d %s device(s), %s, %s\n",
+		n.Self().Address, n.Self().ID, group.Ranks(), c.backend, membership, transport)
 	<-ctx.Done()
 	n.Close()
 	return group.Close()

@@ -20,6 +20,8 @@ func TestNodeRefusesBadFlagsBeforeStarting(t *testing.T) {
 		{[]string{"node", "--provider", "etcd"}, "--provider \"etcd\""},
 		{[]string{"node", "--provider", "static", "--membership-port", "7800"}, "--membership-port: the static provider"},
 		{[]string{"node", "--provider", "static", "--probe-timeout", "0s"}, "--probe-timeout"},
+		{[]string{"node", "--tls-key", "node-key.pem"}, "--tls-cert, --tls-key, --tls-ca: bad node configuration: TLS: a certificate and its key are both needed"},
+		{[]string{"node", "--tls-cert", "/nonexistent/node.pem", "--tls-key", "/nonexistent/node-key.pem"}, "/nonexistent/node.pem"},
 	} {
 		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
 			r := cli(t, tc.args...)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -91,6 +92,28 @@ func bytesAndHuman(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	return fmt.Sprintf("%d B (%s)", n, human(n))
+}
+
+// paramCount formats a parameter count n ≥ 0 for reading: billions with two
+// decimals from 999.95 million on ("8.03B"), millions with one from a
+// million on ("1.2M"), else the whole count with thousands separated
+// ("5,120"), so a tiny test model does not read as "0.00B".
+func paramCount(n int64) string {
+	switch {
+	case n >= 999_950_000:
+		return fmt.Sprintf("%.2fB", float64(n)/1e9)
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	}
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // writeNotes writes notes as an indented list under a "notes:" heading.

@@ -23,12 +23,13 @@ concurrent sequences at max_seq_len; each comes with its per-rank breakdown
 flags and the budget flags are those of "arenactl fit".
 
 With --cluster HOST:PORT (a node of a cluster of "arenactl node"s) the
-layouts are the cluster's instead, as that node's gossip last saw its nodes'
-free memory: tensor parallel within a node, pipeline parallel across nodes,
-each stage's node and devices listed (see "arenactl cluster" for
---client-listen and --timeout). Only --config, --max-batch-tokens,
---max-seq-len, --gpu-memory-utilization, --weight-dtype, --top and --json
-travel with it; --devices and the other flags are refused.
+layouts are the cluster's instead: the node hands the question to a
+placement grain, which the cluster runs on one of its nodes, and the grain
+answers from that node's view of the nodes' free memory (the output names
+it): tensor parallel within a node, pipeline parallel across nodes, each
+stage's node and devices listed (see "arenactl cluster" for
+--client-listen, --timeout and the TLS flags). Every serving and budget
+flag travels with it; --devices, this host's GPUs, is refused.
 
 Exit status: 0 when a layout fits, 1 when none does, 2 on an error.`
 

@@ -27,7 +27,8 @@ Logs go to stderr (slog text), at --log-level (default warn).
 Exit status:
   0  success
   1  a negative answer: fit does not fit; run or soak found an invariant broken
-  2  an error: bad flag or config, device or backend failure`
+  2  an error: bad flag or config, device or backend failure
+  130  stopped by Ctrl-C (SIGINT; 143: SIGTERM), after releasing what it built`
 
 // newRootCmd builds the command tree. Commands write their output to
 // cmd.OutOrStdout() and their logs to cmd.ErrOrStderr(); errors are returned,

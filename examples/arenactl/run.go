@@ -19,20 +19,14 @@ import (
 	"github.com/gpuarena/gpuarena/internal/modelgen"
 )
 
-// defaultRunConfig is run's --config default, relative to the working
-// directory, so "go run ./examples/arenactl run" works from the repo root:
-// with neither --config nor --model, run generates this model's checkpoint
-// and serves it (see runLong).
-const defaultRunConfig = "examples/configs/qwen3-0.6b.json"
-
 const runLong = `Run puts a model on a device end to end and checks the invariants.
 
 With neither --config nor --model it does the whole job: it generates a
-checkpoint of Qwen3-0.6B (examples/configs/qwen3-0.6b.json, 1.19 GB of
-deterministic random BF16 weights under the real tensor names) in a
-temporary folder, loads it, builds the arena and the KV cache the fit
-leaves room for, serves a generated trace of requests through the cache,
-releases everything, deletes the folder, and checks:
+checkpoint of Qwen3-0.6B (examples/configs/qwen3-0.6b.json, built into
+arenactl; 1.19 GB of deterministic random BF16 weights under the real
+tensor names) in a temporary folder, loads it, builds the arena and the KV
+cache the fit leaves room for, serves a generated trace of requests
+through the cache, releases everything, deletes the folder, and checks:
   - max_concurrent_forwards is 1 (forward steps never overlap; a real test
     only without --kv, where --clients goroutines submit steps at once:
     with --kv one scheduler goroutine submits them, one after another)
@@ -132,7 +126,9 @@ type runCmd struct {
 	// kvFit is the fit the KV cache is sized from: the model's (with the
 	// checkpoint) with --model, else the arena's (weights left out).
 	kvFit *arena.FitReport
-	group groupFlags // --devices, --tensor-parallel-size: run_group.go
+	group groupFlags // --devices, --tensor-parallel-size, --rank: run_group.go
+	// rank is --rank's rank of a layout, nil without it (run_rank.go).
+	rank *rankRun
 }
 
 // newRunCmd builds "arenactl run".
@@ -147,6 +143,7 @@ func newRunCmd(a *app) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	c.plan.register(fs, defaultRunConfig)
+	useBuiltinConfig(fs, &c.plan)
 	c.backend.register(fs, true)
 	c.group.register(fs)
 	addUtilizationFlag(fs, &c.utilization)
@@ -179,12 +176,26 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	if layout != device.LayoutPooled && layout != device.LayoutDiscrete {
 		return fmt.Errorf("--layout %q: want %s or %s", c.layout, device.LayoutPooled, device.LayoutDiscrete)
 	}
+	if c.model == "" && !cmd.Flags().Changed("config") {
+		path, remove, err := builtinRunConfig()
+		if err != nil {
+			return err
+		}
+		defer remove()
+		c.plan.config = path
+	}
 	if c.group.devices != "" {
+		if cmd.Flags().Changed("rank") {
+			return errors.New("--rank builds one rank on one device: leave out --devices")
+		}
 		return c.runGroup(cmd, layout)
 	}
 	bc, err := c.backend.config(c.backend.ordinal, cmd.Flags().Changed)
 	if err != nil {
 		return err
+	}
+	if cmd.Flags().Changed("rank") {
+		c.kv = true // the rank's whole share: its KV cache too (run_rank.go)
 	}
 	if c.model == "" && !cmd.Flags().Changed("config") {
 		dir, err := os.MkdirTemp("", "arenactl-model-")
@@ -222,6 +233,12 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 		if err := checkModelMatches(cfg, c.plan.config, c.model); err != nil {
 			return err
 		}
+	}
+	if c.rank, err = c.rankSetup(cfg, cmd.Flags().Changed); err != nil {
+		return err
+	}
+	if c.rank != nil { // from here on, the rank's share is the model
+		cfg, plan = c.rank.plan.Config, c.rank.plan.Plan
 	}
 	rep := &runReport{ModelType: plan.ModelType, Config: c.plan.config, Layout: c.layout, Clients: c.clients, Slabs: len(plan.Slabs), Served: c.kv}
 	rep.ComputeCUDAGraphs = c.cudaGraphs // run_compute.go reads it
@@ -285,10 +302,16 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 	c.preflight(ctx, m, cfg, plan, arena.DeviceMemory{TotalBytes: total, FreeBytes: free}, rep)
 
 	var probe *weightProbe
-	if c.model != "" {
-		if probe, err = loadModel(ctx, m, c.model, c.stderr, rep); err != nil {
-			return err
-		}
+	switch {
+	case c.model != "" && c.rank != nil:
+		probe, err = c.loadRank(ctx, m, c.stderr, rep)
+	case c.model != "":
+		probe, err = loadModel(ctx, wholeModel(m, c.model), c.model, c.stderr, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if probe != nil {
 		defer probe.close()
 	}
 	start := time.Now()
@@ -317,6 +340,9 @@ func (c *runCmd) exercise(ctx context.Context, m *gpuarena.Manager, cfg *arena.M
 
 	if c.kv {
 		if err := c.serve(ctx, m, cfg, plan, a, probe, rep); err != nil {
+			return err
+		}
+		if err := c.checkRank(ctx, m, rep, rep.Backend == gpuworker.KindHostSim); err != nil {
 			return err
 		}
 		return c.carve(ctx, m, plan, rep)
@@ -360,6 +386,10 @@ func (c *runCmd) carve(ctx context.Context, m *gpuarena.Manager, plan *arena.Pla
 // as run finds it, and records both verdicts in rep (see runLong). A fit
 // that fails is logged; run goes on and builds the arena either way.
 func (c *runCmd) preflight(ctx context.Context, m *gpuarena.Manager, cfg *arena.ModelConfig, plan *arena.Plan, dev arena.DeviceMemory, rep *runReport) {
+	if c.rank != nil {
+		c.rankPreflight(dev, rep)
+		return
+	}
 	log := c.app.logger
 	// run builds only the arena, in a process whose context already exists.
 	af, err := arena.Fit(plan, cfg, dev, arena.FitOptions{GPUMemoryUtilization: &c.utilization, ExcludeWeights: true, ReserveBytes: new(int64(0))})

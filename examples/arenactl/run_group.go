@@ -26,6 +26,7 @@ import (
 type groupFlags struct {
 	devices        string // --devices: a machine or a count; "" runs one device
 	tensorParallel int64  // --tensor-parallel-size
+	rank           int64  // --rank: without --devices, the one rank to build (run_rank.go)
 }
 
 // register adds --devices and --tensor-parallel-size to fs.
@@ -35,7 +36,11 @@ func (f *groupFlags) register(fs *pflag.FlagSet) {
 			"N simulated H200s (\"2\"), a preset (\"h100-80gb\") or N of one (\"8xh200\"); on cuda a count N (ordinals 0 to N-1)")
 	fs.Int64Var(&f.tensorParallel, "tensor-parallel-size", 1,
 		"with --devices: tensor_parallel_size, each rank's arena sized by arena.PlanRanks (must equal the device count when > 1); "+
-			"1 builds the same plan on every rank")
+			"1 builds the same plan on every rank; with --rank the layout whose one rank this device builds")
+	fs.Int64Var(&f.rank, "rank", 0,
+		"without --devices: build only this global rank of the --tensor-parallel-size layout on the one device — its weight shard with --model "+
+			"(Manager.LoadWeightsRank), its arena and its KV cache of the layout's blocks, serving a trace as --kv does — and check the ledger against the rank's fit "+
+			"(arena.FitRank, to the byte): one GPU checks the heaviest rank of a layout it has not the GPUs for")
 }
 
 // groupReport is what run --devices reports.

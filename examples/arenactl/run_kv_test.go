@@ -57,8 +57,9 @@ func TestRunKVPreempts(t *testing.T) {
 	}
 }
 
-// --trace replays a JSON trace; one that cannot be served is refused
-// before anything runs.
+// --trace replays a JSON trace, a prompt longer than max_batch_tokens
+// prefilled in chunks; one that cannot be served (past max_seq_len) is
+// refused before anything runs.
 func TestRunKVTraceFile(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.json")
@@ -75,8 +76,11 @@ func TestRunKVTraceFile(t *testing.T) {
 	if err := os.WriteFile(long, []byte(`{"requests": [{"id": "a", "prompt_tokens": 4000, "output_tokens": 3}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := cli(t, "run", "--kv", "--config", configPath("llama-3.1-8b"), "--max-batch-tokens", "512", "--trace", long)
-	if e.code == exitOK || !strings.Contains(e.stderr, "prompt_tokens 4000") {
-		t.Fatalf("a prompt past max_batch_tokens: exit %d, stderr %q", e.code, e.stderr)
+	if rep := runKV(t, "--config", configPath("llama-3.1-8b"), "--max-batch-tokens", "512", "--max-seq-len", "4096", "--trace", long); rep.SequencesFinished != 1 || rep.Steps < 8 {
+		t.Fatalf("a 4,000-token prompt on max_batch_tokens 512: %d finished in %d steps; want 1 in at least 8", rep.SequencesFinished, rep.Steps)
+	}
+	e := cli(t, "run", "--kv", "--config", configPath("llama-3.1-8b"), "--max-batch-tokens", "512", "--max-seq-len", "2048", "--trace", long)
+	if e.code == exitOK || !strings.Contains(e.stderr, "max_seq_len 2048") {
+		t.Fatalf("a request past max_seq_len: exit %d, stderr %q", e.code, e.stderr)
 	}
 }

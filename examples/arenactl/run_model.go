@@ -27,12 +27,13 @@ type weightProbe struct {
 	compute *stepCompute
 }
 
-// loadModel loads the weights of the model folder dir onto m, showing the
-// load's progress on stderr (see loadProgress), records the load in rep,
-// and returns the probe the steps check; close it when done.
-func loadModel(ctx context.Context, m *gpuarena.Manager, dir string, stderr io.Writer, rep *runReport) (*weightProbe, error) {
+// loadModel loads the weights of the model folder dir with load (which
+// calls progress as the load goes), showing the load's progress on stderr
+// (see loadProgress), records the load in rep, and returns the probe the
+// steps check; close it when done.
+func loadModel(ctx context.Context, load weightsLoader, dir string, stderr io.Writer, rep *runReport) (*weightProbe, error) {
 	start := time.Now()
-	w, err := m.LoadWeights(ctx, dir, gpuarena.WithLoadProgress(newLoadProgress(stderr).report))
+	w, err := load(ctx, newLoadProgress(stderr).report)
 	if err != nil {
 		return nil, fmt.Errorf("--model: %w", err)
 	}
@@ -50,6 +51,17 @@ func loadModel(ctx context.Context, m *gpuarena.Manager, dir string, stderr io.W
 		}
 	}
 	return p, nil
+}
+
+// weightsLoader loads a model's weights (all of them, or one rank's
+// shard), calling progress as it goes.
+type weightsLoader func(ctx context.Context, progress func(device.LoadProgress)) (*device.Weights, error)
+
+// wholeModel is the weightsLoader of every tensor of the folder dir onto m.
+func wholeModel(m *gpuarena.Manager, dir string) weightsLoader {
+	return func(ctx context.Context, progress func(device.LoadProgress)) (*device.Weights, error) {
+		return m.LoadWeights(ctx, dir, gpuarena.WithLoadProgress(progress))
+	}
 }
 
 // close closes the checkpoint the probe reads.

@@ -57,6 +57,9 @@ type runReport struct {
 	ReleaseMS           float64     `json:"release_ms"`
 	ReleasedAllocations int         `json:"released_allocations"`
 	LedgerPeakBytes     int64       `json:"ledger_peak_bytes"`
+	// Rank is run --rank's rank of a layout and its fit (run_rank.go); nil
+	// without --rank.
+	Rank *rankReport `json:"rank,omitempty"`
 	// The weights of --model: their bytes, what their load allocated, how
 	// long it took and its rate (10^9 B/s); all 0 without --model.
 	WeightsBytes          int64   `json:"weights_bytes,omitempty"`
@@ -189,7 +192,11 @@ func writeRunText(w io.Writer, r *runReport) {
 	}
 	tw := newTable(w)
 	row(tw, "device", fmt.Sprintf("%s total, budget %s", bytesAndHuman(r.DeviceTotalBytes), human(r.BudgetBytes)))
-	row(tw, "arena fit", fmt.Sprintf("%s: the arena and one sequence's KV cache, weights left out (what run builds)", yesNo(r.ArenaFits, "fits", "does not fit")))
+	if r.Rank != nil {
+		row(tw, "rank fit", fmt.Sprintf("%s: the rank's weight shard, arena and one sequence's KV cache (arena.FitRank, with the shard's sizes)", yesNo(r.ArenaFits, "fits", "does not fit")))
+	} else {
+		row(tw, "arena fit", fmt.Sprintf("%s: the arena and one sequence's KV cache, weights left out (what run builds)", yesNo(r.ArenaFits, "fits", "does not fit")))
+	}
 	model := fmt.Sprintf("fits, %d KV blocks", r.ModelKVBlocks)
 	if !r.ModelFits {
 		model = fmt.Sprintf("DOES NOT FIT, short by %s", bytesAndHuman(r.ModelShortfallBytes))
@@ -197,8 +204,11 @@ func writeRunText(w io.Writer, r *runReport) {
 			model += "; run builds only the arena"
 		}
 	}
-	source := "estimated from config.json"
-	if r.ModelWeightSource == "checkpoint" {
+	source := r.ModelWeightSource
+	switch source {
+	case "estimate":
+		source = "estimated from config.json"
+	case "checkpoint":
 		source = "the checkpoint's"
 	}
 	row(tw, "model fit", fmt.Sprintf("%s: with %s of weights (%s)", model, human(r.ModelWeightBytes), source))
@@ -213,6 +223,11 @@ func writeRunText(w io.Writer, r *runReport) {
 		row(tw, "kv cache", fmt.Sprintf("%s: %d paged blocks, %d sequences' sliding blocks and state, built in %.2f ms", bytesAndHuman(r.KVCacheBytes), r.KVBlocks, r.KVSeqs, r.KVBuildMS))
 		row(tw, "served", fmt.Sprintf("%d of %d requests finished; %d preemptions; peak %d blocks in use; prefix cache %d hits of %d lookups, %d tokens saved; %d KV round trips",
 			r.SequencesFinished, r.Requests, r.Preemptions, r.KVPeakUsedBlocks, r.PrefixHits, r.PrefixQueries, r.PrefixHitTokens, r.KVRoundTrips))
+	}
+	if k := r.Rank; k != nil {
+		row(tw, "rank", fmt.Sprintf("%d of layout %s (%s; %d KV blocks on every rank): fit %s = weights %s + arena %s + KV %s; ledger %s (in 2 MiB pages %s); device lost %s",
+			k.Rank, k.Layout, yesNo(k.LayoutFits, "the layout fits", "the layout DOES NOT FIT"), k.LayoutKVBlocks, bytesAndHuman(k.FitBytes),
+			human(k.FitWeightBytes), human(k.FitArenaBytes), human(k.FitKVBytes), bytesAndHuman(k.LedgerBytes), bytesAndHuman(k.PagedBytes), bytesAndHuman(k.DeviceDropBytes)))
 	}
 	row(tw, "steps", fmt.Sprintf("%d in %.1f ms; step p50 %.0f µs, p99 %.0f µs, max %.0f µs", r.Steps, r.StepsWallMS, r.StepP50US, r.StepP99US, r.StepMaxUS))
 	if t := computeText(&r.computeReport); t != "" {

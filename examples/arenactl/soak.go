@@ -46,7 +46,9 @@ Invariants (a break exits 1):
   - after Close: no device byte left (hostsim: the device's count; cuda: the
     free memory back to where it was, within 2 MiB) and no goroutine left
 
-Exit status: 0 when every invariant held, 1 when one broke, 2 on an error.`
+Exit status: 0 when every invariant held for --duration, 1 when one broke,
+2 on an error, 130 when Ctrl-C stopped it early (143: SIGTERM) with every
+invariant held over what ran.`
 
 // cudaSlack is how far a real device's free memory may move between cycles
 // with nothing held: the driver's 2 MiB page.
@@ -76,6 +78,7 @@ func newSoakCmd(a *app) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	c.plan.register(fs, defaultRunConfig)
+	useBuiltinConfig(fs, &c.plan)
 	// The soak carves slabs: Qwen3-Next has one with fp8_rowwise, so it is on
 	// by default here (--fp8-rowwise=false turns it off).
 	c.plan.opts.FP8Rowwise = true
@@ -109,6 +112,14 @@ func (c *soakCmd) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
+	if !cmd.Flags().Changed("config") {
+		path, remove, err := builtinRunConfig()
+		if err != nil {
+			return err
+		}
+		defer remove()
+		c.plan.config = path
+	}
 	_, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {
 		return err
@@ -134,6 +145,12 @@ func (c *soakCmd) run(cmd *cobra.Command, _ []string) error {
 	}
 	if breaks := rep.broken(); len(breaks) > 0 {
 		return negative(fmt.Errorf("invariant broken: %s", joinSemi(breaks)))
+	}
+	if err := context.Cause(cmd.Context()); err != nil {
+		// Every manager was closed and checked, but the soak did not run
+		// its --duration: not a pass (execute exits 130 for Ctrl-C).
+		return fmt.Errorf("soak stopped after %s of --duration %s, every manager closed: %w",
+			time.Since(rep.start).Round(time.Millisecond), c.duration, err)
 	}
 	return nil
 }

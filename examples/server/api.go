@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +27,9 @@ const (
 	// leaves it out (the OpenAI API's default, 16); a chat request gets
 	// what the limit leaves after its prompt.
 	defaultCompletionMaxTokens = 16
+	// maxTemperature is the largest temperature the OpenAI API takes
+	// (temperature is in [0, 2]; top_p in [0, 1]).
+	maxTemperature = 2
 )
 
 // requestError is a bad request: status, the field and the message.
@@ -119,13 +124,18 @@ func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
 }
 
 // decode reads r's JSON body into v (at most maxRequestBytes); on an
-// error it answers 400 or 413 and returns false.
+// error it answers 400 (naming the field when one has the wrong type) or
+// 413 and returns false.
 func (s *server) decode(w http.ResponseWriter, r *http.Request, endpoint string, v any) bool {
 	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(v)
 	var tooBig *http.MaxBytesError
+	var wrongType *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &tooBig):
 		s.fail(w, endpoint, &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)})
+	case errors.As(err, &wrongType) && wrongType.Field != "":
+		field := strings.TrimPrefix(wrongType.Field, "samplingFields.")
+		s.fail(w, endpoint, badRequest(field, "%s must be %s, not a JSON %s", field, jsonKind(wrongType.Type), wrongType.Value))
 	case err != nil:
 		s.fail(w, endpoint, badRequest("", "request body is not valid JSON for this endpoint: %v", err))
 	default:
@@ -189,6 +199,12 @@ func (s *server) parseCommon(model, prompt string, f *samplingFields) (generatio
 		}
 		g.n = *f.N
 	}
+	if t := f.Temperature; t != nil && (*t < 0 || *t > maxTemperature) {
+		return g, badRequest("temperature", "temperature is %g: it must be in [0, %d]", *t, maxTemperature)
+	}
+	if p := f.TopP; p != nil && (*p < 0 || *p > 1) {
+		return g, badRequest("top_p", "top_p is %g: it must be in [0, 1]", *p)
+	}
 	if len(f.Stop) > 0 && string(f.Stop) != "null" {
 		var one string
 		if err := json.Unmarshal(f.Stop, &one); err == nil {
@@ -222,9 +238,9 @@ func (s *server) setMaxTokens(g *generation, param string, mt *int, def int) *re
 		}
 		g.maxTokens = *mt
 	}
-	if len(g.prompt)+max(g.maxTokens, 1) > s.limit {
+	if max(g.maxTokens, 1) > s.limit-len(g.prompt) {
 		return &requestError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(
-			"this model's maximum context length is %d tokens (min(max_batch_tokens, max_seq_len)); you requested %d tokens (%d in the prompt, %d for the completion): shorten the prompt or lower %s",
+			"this model's maximum context length is %d tokens (min(max_seq_len, what the KV cache holds)); you requested %d tokens (%d in the prompt, %d for the completion): shorten the prompt or lower %s",
 			s.limit, len(g.prompt)+g.maxTokens, len(g.prompt), g.maxTokens, param)}
 	}
 	return nil
@@ -352,6 +368,24 @@ func (s *server) collect(ctx context.Context, sub *submission, g generation, u *
 		}
 	}
 	return nil
+}
+
+// jsonKind is what a JSON value must be to decode into t, for messages.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
 
 // fail answers rerr as the OpenAI API's error body.

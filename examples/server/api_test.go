@@ -163,8 +163,34 @@ func TestBadRequests(t *testing.T) {
 			t.Errorf("%s: status %d, %+v; want %d saying %q", c.name, code, got.Error, c.status, c.says)
 		}
 	}
+	// A field of the wrong type or out of its range is a 400 whose message
+	// and param name the field.
+	for _, c := range []struct {
+		name, path, body, param, says string
+	}{
+		{"temperature a string", "/v1/completions", `{"prompt": "a", "temperature": "hot"}`, "temperature", "temperature must be a number"},
+		{"temperature past 2", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "temperature": 2.5}`, "temperature", "temperature is 2.5"},
+		{"temperature negative", "/v1/completions", `{"prompt": "a", "temperature": -0.1}`, "temperature", "temperature is -0.1"},
+		{"top_p a string", "/v1/completions", `{"prompt": "a", "top_p": "most"}`, "top_p", "top_p must be a number"},
+		{"top_p past 1", "/v1/completions", `{"prompt": "a", "top_p": 1.01}`, "top_p", "top_p is 1.01"},
+		{"max_tokens a string", "/v1/completions", `{"prompt": "a", "max_tokens": "ten"}`, "max_tokens", "max_tokens must be an integer"},
+		{"max_tokens a fraction", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "max_tokens": 1.5}`, "max_tokens", "max_tokens must be an integer"},
+		{"max_tokens past int64", "/v1/completions", `{"prompt": "a", "max_tokens": 1e30}`, "max_tokens", "max_tokens must be an integer"},
+		{"max_tokens at int64's max", "/v1/completions", `{"prompt": "a", "max_tokens": 9223372036854775807}`, "max_tokens", "maximum context length is 512"},
+		{"n a string", "/v1/completions", `{"prompt": "a", "n": "two"}`, "n", "n must be an integer"},
+		{"n zero", "/v1/completions", `{"prompt": "a", "n": 0}`, "n", "n is 0"},
+		{"stop a number", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "stop": 7}`, "stop", "stop must be"},
+		{"stop an array of numbers", "/v1/completions", `{"prompt": "a", "stop": [1, 2]}`, "stop", "stop must be"},
+		{"stream_options a string", "/v1/completions", `{"prompt": "a", "stream_options": "yes"}`, "stream_options", "stream_options must be an object"},
+	} {
+		var got completion
+		code := ts.postJSON(t, c.path, c.body, &got)
+		if code != http.StatusBadRequest || got.Error == nil || got.Error.Param == nil || *got.Error.Param != c.param || !strings.Contains(got.Error.Message, c.says) {
+			t.Errorf("%s: status %d, %+v; want 400 with param %q saying %q", c.name, code, got.Error, c.param, c.says)
+		}
+	}
 	var ok completion
-	if code := ts.postJSON(t, "/v1/completions", `{"prompt": "still there?", "max_tokens": 2}`, &ok); code != 200 || ok.Usage.CompletionTokens != 2 {
+	if code := ts.postJSON(t, "/v1/completions", `{"prompt": "still there?", "max_tokens": 2, "temperature": 0.7, "top_p": 0.9}`, &ok); code != 200 || ok.Usage.CompletionTokens != 2 {
 		t.Fatalf("after the bad requests: %d, %+v", code, ok)
 	}
 	for _, path := range []string{"/healthz", "/readyz", "/debug/ledger", "/metrics", "/v1/models"} {

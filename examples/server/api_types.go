@@ -8,8 +8,9 @@ import (
 
 // The OpenAI API's request and response bodies, as much of them as the
 // server serves (https://platform.openai.com/docs/api-reference/completions,
-// .../chat). Fields a client may send that the stand-in model has no use
-// for (temperature, top_p, logprobs, …) are accepted and ignored.
+// .../chat). temperature and top_p are checked (type and range) and then
+// ignored: the stand-in model does not sample from logits. Other fields a
+// client may send (logprobs, …) are ignored.
 
 // completionRequest is POST /v1/completions' body.
 type completionRequest struct {
@@ -32,6 +33,8 @@ type chatRequest struct {
 type samplingFields struct {
 	Stop          json.RawMessage `json:"stop"` // a string or an array of strings
 	N             *int            `json:"n"`
+	Temperature   *float64        `json:"temperature"`
+	TopP          *float64        `json:"top_p"`
 	Stream        bool            `json:"stream"`
 	Seed          *int64          `json:"seed"`
 	StreamOptions *struct {

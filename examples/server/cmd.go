@@ -39,10 +39,11 @@ engine runs.
   GET  /debug/ledger     the ledger as JSON
   GET  /debug/memory     the device's memory drawn to scale, refreshing itself
 
-SIGTERM or Ctrl-C shuts down gracefully: /readyz turns 503, no new
-connection is accepted, streams in flight run to their end until
---shutdown-timeout, then are cut (finish_reason "abort"), and everything
-is released before exit 0.
+SIGTERM or Ctrl-C shuts down gracefully: /readyz turns 503 and new
+completions get 503 while the listener stays open and the requests in
+flight run to their end, until --shutdown-timeout; then the listener
+closes, the streams still open are cut (finish_reason "abort"), and
+everything is released before exit 0.
 
 Exit status: 0 after a shutdown; 1 when the model does not fit (the fit's
 explanation on stderr); 2 on an error.`
@@ -97,7 +98,7 @@ func newCommand(stdout, stderr io.Writer, ready func(addr string)) *cobra.Comman
 	fs.IntVar(&c.ordinal, "device-ordinal", 0, "cuda: the device ordinal")
 	fs.StringVar(&c.st.name, "served-model-name", "", "the model's name in the API (default: the folder's or config's base name)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	fs.DurationVar(&c.timeout, "shutdown-timeout", 30*time.Second, "how long a shutdown lets streams in flight finish before cutting them")
+	fs.DurationVar(&c.timeout, "shutdown-timeout", 30*time.Second, "how long a shutdown drains (/readyz 503, the requests in flight running to their end) before cutting the streams still open")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	cmd.AddCommand(newLoadCommand(c, stdout, stderr))

@@ -57,7 +57,7 @@ type choiceState struct {
 	choice int
 	seed   uint64
 	added  time.Time
-	last   time.Time // the last token's delivery; zero before the first
+	last   time.Time // the last token's delivery (the deliverer's); zero before the first
 }
 
 // engine is the serving loop: one goroutine that owns the scheduler
@@ -68,16 +68,18 @@ type choiceState struct {
 // takes arrivals and cancellations between steps keeps admission,
 // preemption and the tokens' order deterministic for a given arrival
 // order; what an actor would add (a mailbox, supervision) is the inbox
-// channel and the stop/fail path here.
+// channel and the stop/fail path here. Its events reach the handlers
+// through a deliverer goroutine (deliver.go), off the step's path.
 type engine struct {
 	m       *gpuarena.Manager
 	sched   *serving.Live
 	model   *stepModel
-	shape   kvcache.TableShape
-	tables  []byte
+	tables  serving.Tables // the batch's block_tables, written by the KV step
+	seeds   []uint64       // each batch row's sampling seed, reused step after step
 	log     *slog.Logger
 	metrics *serverMetrics
 	history *kvHistory
+	out     *deliverer
 
 	inbox  chan any // *submission, cancelMsg, idleMsg
 	stop   chan struct{}
@@ -102,14 +104,17 @@ type idleMsg struct{ done chan struct{} }
 func newEngine(m *gpuarena.Manager, sched *serving.Live, model *stepModel, log *slog.Logger, metrics *serverMetrics, history *kvHistory) *engine {
 	meta := model.meta
 	return &engine{m: m, sched: sched, model: model, log: log, metrics: metrics, history: history,
-		shape:  kvcache.TableShape{Rows: int(meta.Rows), Width: int(meta.BlockTableWidth)},
-		tables: make([]byte, meta.BlockTables.Bytes),
+		tables: serving.Tables{Shape: kvcache.TableShape{Rows: int(meta.Rows), Width: int(meta.BlockTableWidth)}, Dst: make([]byte, meta.BlockTables.Bytes)},
+		out:    newDeliverer(metrics),
 		inbox:  make(chan any, 64), stop: make(chan struct{}), done: make(chan struct{}),
 		live: map[serving.Key]*choiceState{}}
 }
 
-// start runs the loop on its own goroutine.
-func (e *engine) start() { go e.run() }
+// start runs the loop and the deliverer, each on its own goroutine.
+func (e *engine) start() {
+	e.out.start()
+	go e.run()
+}
 
 // submit adds a request's choices (one sequence each) and returns the
 // channel their events come on, tagged with the choice index. Errors: a
@@ -165,7 +170,8 @@ func (e *engine) quiesce(ctx context.Context) error {
 }
 
 // close stops the loop: every live choice ends with finishAbort, and
-// close returns once the loop has exited. Idempotent.
+// close returns once the loop has exited and every event was delivered.
+// Idempotent.
 func (e *engine) close() {
 	e.once.Do(func() { close(e.stop) })
 	<-e.done
@@ -173,8 +179,11 @@ func (e *engine) close() {
 
 // run is the loop: take messages, step while anything is live.
 func (e *engine) run() {
-	defer close(e.done)
-	defer e.abortAll(finishAbort, nil)
+	defer func() {
+		e.abortAll(finishAbort, nil)
+		e.out.close()
+		close(e.done)
+	}()
 	ctx := context.Background()
 	for {
 		if e.sched.Idle() || e.failed != nil {
@@ -208,6 +217,7 @@ func (e *engine) run() {
 				e.metrics.overhead.Observe(t.overhead().Seconds())
 			}
 		}
+		e.out.flush()
 	}
 }
 
@@ -239,7 +249,7 @@ func (e *engine) take(msg any) {
 			if c := e.live[k]; c != nil {
 				e.sched.Cancel(k)
 				delete(e.live, k)
-				c.sub.events <- event{choice: c.choice, finish: msg.finish}
+				e.out.emit(c, event{choice: c.choice, finish: msg.finish})
 			}
 		}
 	case idleMsg:
@@ -255,22 +265,26 @@ type stepTiming struct {
 }
 
 // overhead is the scheduler's own part of the step: everything but the
-// device work (scheduling through the KV cache actor, block tables, the
-// Forward round trip to the GPU thread, commit, delivery).
+// device work (scheduling through the KV cache actor, which writes the
+// block tables with the step, the Forward round trip to the GPU thread,
+// commit, delivery).
 func (t stepTiming) overhead() time.Duration { return t.total - t.device }
 
-// step runs one scheduler step and its forward, and delivers the tokens.
+// step runs one scheduler step and its forward, and delivers the tokens:
+// two round trips, one to the KV cache actor (the step, and the batch's
+// block tables with it) and one to the GPU thread (the forward), one more
+// to the KV cache actor per preemption round.
 func (e *engine) step(ctx context.Context) (t stepTiming, err error) {
 	began := time.Now()
 	defer func() { t.total = time.Since(began) }()
-	b, err := e.sched.Schedule(ctx, e.m)
+	b, err := e.sched.Schedule(ctx, e.m, &e.tables)
 	if err != nil {
 		return t, err
 	}
 	for _, k := range b.Unservable {
 		if c := e.live[k]; c != nil {
 			delete(e.live, k)
-			c.sub.events <- event{choice: c.choice, finish: finishAbort, err: ErrKVCacheTooSmall}
+			e.out.emit(c, event{choice: c.choice, finish: finishAbort, err: ErrKVCacheTooSmall})
 		}
 	}
 	e.metrics.observeStep(b, e.sched)
@@ -278,22 +292,19 @@ func (e *engine) step(ctx context.Context) (t stepTiming, err error) {
 	if len(b.Seqs) == 0 {
 		return t, nil
 	}
-	batch := make([]kvcache.SeqID, len(b.Seqs))
-	seeds := make([]uint64, len(b.Seqs))
-	for i, s := range b.Seqs {
-		batch[i] = s.Seq
+	e.seeds = e.seeds[:0]
+	for _, s := range b.Seqs {
+		seed := uint64(0)
 		if c := e.live[s.Key]; c != nil {
-			seeds[i] = c.seed
+			seed = c.seed
 		}
-	}
-	if err := e.m.KVBlockTables(ctx, 0, e.shape, batch, e.tables); err != nil {
-		return t, err
+		e.seeds = append(e.seeds, seed)
 	}
 	var next []int32
 	if _, err := e.m.Forward(ctx, func(_ *device.Arena, dev device.Device) error {
 		var err error
 		began := time.Now()
-		next, err = e.model.forward(dev, b, e.tables, seeds)
+		next, err = e.model.forward(dev, b, e.tables.Dst, e.seeds)
 		t.device = time.Since(began)
 		return err
 	}); err != nil {
@@ -303,24 +314,18 @@ func (e *engine) step(ctx context.Context) (t stepTiming, err error) {
 	if err != nil {
 		return t, err
 	}
-	now := time.Now()
 	for _, o := range outs {
 		c := e.live[o.Key]
 		if c == nil {
 			continue
 		}
-		if c.last.IsZero() {
-			e.metrics.ttft.Observe(now.Sub(c.added).Seconds())
-		} else {
-			e.metrics.itl.Observe(now.Sub(c.last).Seconds())
-		}
-		c.last = now
-		c.sub.events <- event{choice: c.choice, token: o.Token}
+		e.out.emit(c, event{choice: c.choice, token: o.Token})
 		if o.Finished {
 			delete(e.live, o.Key)
-			c.sub.events <- event{choice: c.choice, finish: finishLength}
+			e.out.emit(c, event{choice: c.choice, finish: finishLength})
 		}
 	}
+	e.out.flush()
 	return t, nil
 }
 
@@ -329,6 +334,7 @@ func (e *engine) abortAll(finish string, err error) {
 	for k, c := range e.live {
 		e.sched.Cancel(k)
 		delete(e.live, k)
-		c.sub.events <- event{choice: c.choice, finish: finish, err: err}
+		e.out.emit(c, event{choice: c.choice, finish: finish, err: err})
 	}
+	e.out.flush()
 }

@@ -16,13 +16,17 @@ import (
 const overheadBatch = 256
 
 // BenchmarkSchedulerOverhead measures the scheduler's own part of a step
-// (stepTiming.overhead: Schedule through the KV cache actor, block
-// tables, the Forward round trip to the GPU thread, Commit, delivery;
-// not the stand-in model's forward) with 256 sequences decoding, over
-// Qwen3-0.6B's config on a simulated H200. A finished sequence is
-// replaced at once, so a few steps also admit a 32-token prompt. It
-// reports the overhead's p50 and p99 per step (target ≤ 100 µs) and the
-// forward's p50 beside it.
+// (stepTiming.overhead: Schedule through the KV cache actor, whose reply
+// brings the batch's block tables, the Forward round trip to the GPU
+// thread, Commit, and handing the step's events to the deliverer; not the
+// stand-in model's forward) with 256 sequences decoding, over Qwen3-0.6B's
+// config on a simulated H200: every round trip the server makes per step.
+// The deliverer runs, as in the server, on its own goroutine. A finished
+// sequence is replaced at once, so a few steps also admit a 32-token
+// prompt. It reports the overhead's p50 and p99 per step (target ≤ 100
+// µs) and the forward's p50 beside it.
+//
+//	go test ./examples/server -run '^$' -bench SchedulerOverhead -count 3
 func BenchmarkSchedulerOverhead(b *testing.B) {
 	st := settings{config: "../configs/qwen3-0.6b.json", utilization: 0.9, kvBlocks: overheadBatch * 80,
 		opts:    arena.Options{MaxBatchTokens: 8192, MaxSeqLen: 1280, MaxBatchSize: overheadBatch},
@@ -31,7 +35,8 @@ func BenchmarkSchedulerOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := s.engine // not started: the benchmark runs its steps
+	e := s.engine // the loop is not started: the benchmark runs its steps
+	e.out.start()
 	defer func() {
 		e.start() // the loop shutdown stops; it ends the live choices
 		if err := s.shutdown(context.Background()); err != nil {

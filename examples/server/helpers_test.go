@@ -28,8 +28,13 @@ type testServer struct {
 
 func startTestServer(t *testing.T, kvBlocks int64) *testServer {
 	t.Helper()
-	st := settings{config: "../configs/qwen3-0.6b.json", utilization: 0.9, kvBlocks: kvBlocks,
-		opts:    arena.Options{MaxBatchTokens: 512, MaxSeqLen: 512, MaxBatchSize: 64},
+	return startTestServerWith(t, kvBlocks, arena.Options{MaxBatchTokens: 512, MaxSeqLen: 512, MaxBatchSize: 64})
+}
+
+// startTestServerWith is startTestServer with other serving options.
+func startTestServerWith(t *testing.T, kvBlocks int64, opts arena.Options) *testServer {
+	t.Helper()
+	st := settings{config: "../configs/qwen3-0.6b.json", utilization: 0.9, kvBlocks: kvBlocks, opts: opts,
 		backend: gpuworker.BackendConfig{Kind: gpuworker.KindHostSim, HostSim: gpuworker.HostSimConfig{Name: "hostsim H200", TotalBytes: gpuworker.H200Bytes}}}
 	s, err := start(context.Background(), st, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -18,6 +18,9 @@ type serverMetrics struct {
 	queue       prometheus.Gauge
 	running     prometheus.Gauge
 	kvBlocks    *prometheus.GaugeVec
+	kvUsed      prometheus.Gauge // kvBlocks' children, looked up once
+	kvCached    prometheus.Gauge
+	kvFree      prometheus.Gauge
 	prefixRate  prometheus.Gauge
 	preemptions prometheus.Counter
 	requests    *prometheus.CounterVec
@@ -32,7 +35,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_inter_token_latency_seconds",
 			Help: "Time between two tokens of one choice, in seconds.", Buckets: latency}),
 		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_step_overhead_seconds",
-			Help:    "A step's time but its forward's device work (scheduling, block tables, the GPU thread's round trip, delivery), in seconds.",
+			Help:    "A step's time but its forward's device work (scheduling through the KV cache actor, block tables included; the GPU thread's round trip; commit; handing the tokens to the deliverer), in seconds.",
 			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16)}), // 10 µs to ~330 ms
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuarena_server_queue_depth",
 			Help: "Sequences waiting for admission (preempted ones included)."}),
@@ -48,6 +51,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 			Help: "API requests answered, by endpoint and HTTP status."}, []string{"endpoint", "code"}),
 	}
 	reg.MustRegister(m.ttft, m.itl, m.overhead, m.queue, m.running, m.kvBlocks, m.prefixRate, m.preemptions, m.requests)
+	m.kvUsed, m.kvCached, m.kvFree = m.kvBlocks.WithLabelValues("used"), m.kvBlocks.WithLabelValues("cached"), m.kvBlocks.WithLabelValues("free")
 	return m
 }
 
@@ -58,9 +62,9 @@ func (m *serverMetrics) observeStep(b serving.Batch, s *serving.Live) {
 	m.preemptions.Add(float64(b.Preemptions))
 	if len(b.Counts) > 0 {
 		c := b.Counts[0]
-		m.kvBlocks.WithLabelValues("used").Set(float64(c.Used))
-		m.kvBlocks.WithLabelValues("cached").Set(float64(c.Cached))
-		m.kvBlocks.WithLabelValues("free").Set(float64(c.Free))
+		m.kvUsed.Set(float64(c.Used))
+		m.kvCached.Set(float64(c.Cached))
+		m.kvFree.Set(float64(c.Free))
 	}
 	if st := s.Stats(); st.PrefillTokens > 0 {
 		m.prefixRate.Set(float64(st.CachedTokens) / float64(st.PrefillTokens))

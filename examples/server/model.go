@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"hash/fnv"
 
 	"github.com/gpuarena/gpuarena/arena"
@@ -18,12 +19,15 @@ import (
 //
 // Each step (forward), on the GPU thread, inside Manager.Forward:
 //  1. the batch's decode metadata goes into the arena's scratch buffer at
-//     arena.DecodeMetaLayout's offsets: positions [Rows] i32 (each
-//     sequence's last position), slot_mapping [Rows] i32 (that token's KV
-//     slot, block × kv_block_size + offset, as vLLM's slot_mapping) and
-//     block_tables [Rows, Width] i32 (Manager.KVBlockTables);
+//     arena.DecodeMetaLayout's offsets: positions [Rows] i32 (the last
+//     position each sequence computes this step), slot_mapping [Rows] i32
+//     (that token's KV slot, block × kv_block_size + offset, as vLLM's
+//     slot_mapping) and block_tables [Rows, Width] i32 (written by the KV
+//     cache actor with the step: serving.Tables; a prompt being prefilled
+//     in chunks holds the blocks of the chunks computed so far only);
 //  2. the token ids the step computes ([≤ max_batch_tokens] u32: each
-//     sequence's prompt past its cached prefix, or its last token) go into
+//     sequence's prefill chunk — its prompt past its cached prefix, or
+//     the next part of a long prompt — or its last sampled token) go into
 //     token_ids;
 //  3. a stand-in embedding of each sequence's last token (a BF16 row of
 //     hidden_size values that depends only on the token id and position)
@@ -35,6 +39,8 @@ import (
 //  5. the rows are read back, and the next token of each sequence is the
 //     stand-in for logits and sampling: FNV-1a of its normalised row and
 //     its request's seed, modulo the output vocabulary (tokenizer.go).
+//     A chunk that leaves part of its prompt for later gets a token too,
+//     which the scheduler drops (serving.BatchSeq.Sample).
 //
 // A real model replaces steps 3–5 with its layers (attention reading the
 // KV cache through block_tables and writing the new token's K and V at
@@ -58,6 +64,8 @@ type stepModel struct {
 	tokenIDs  device.DevicePtr
 	// host staging, reused step after step (steps run one at a time)
 	pos, slots, ids, rows, back []byte
+	next                        []int32
+	hash                        hash.Hash64
 }
 
 // newStepModel lays the stand-in out on the built arena a; norm is the
@@ -82,14 +90,20 @@ func newStepModel(a *device.Arena, cfg *arena.ModelConfig, norm device.Function,
 	m.pos, m.slots = make([]byte, m.meta.Positions.Bytes), make([]byte, m.meta.SlotMapping.Bytes)
 	m.ids = make([]byte, a.Bytes(arena.TokenIDs))
 	m.rows, m.back = make([]byte, int64(m.maxRows)*2*m.cols), make([]byte, int64(m.maxRows)*2*m.cols)
+	m.next, m.hash = make([]int32, 0, m.maxRows), fnv.New64a()
 	return m, nil
 }
 
 // forward runs one step of batch b on dev (see stepModel): tables is the
-// batch's block tables as Manager.KVBlockTables encoded them, seeds each
-// sequence's sampling seed. It returns the next token of each sequence.
+// batch's block tables as the KV step encoded them, seeds each sequence's
+// sampling seed. It returns the next token of each sequence, in a slice
+// the next forward reuses. Errors: a batch of more rows or tokens than
+// the arena holds (a scheduler bug), and the device's.
 func (m *stepModel) forward(dev device.Device, b serving.Batch, tables []byte, seeds []uint64) ([]int32, error) {
 	n := len(b.Seqs)
+	if rows := min(m.maxRows, int(m.meta.Rows)); n > rows || int64(b.Tokens) > m.maxIDs {
+		return nil, fmt.Errorf("forward: a batch of %d sequences and %d tokens; the arena holds %d rows and %d token ids", n, b.Tokens, rows, m.maxIDs)
+	}
 	width := int(m.meta.BlockTableWidth)
 	nIDs := 0
 	clear(m.pos)
@@ -100,10 +114,8 @@ func (m *stepModel) forward(dev device.Device, b serving.Batch, tables []byte, s
 		binary.LittleEndian.PutUint32(m.pos[4*r:], uint32(last))
 		binary.LittleEndian.PutUint32(m.slots[4*r:], uint32(int(block)*m.blockSize+last%m.blockSize))
 		for _, t := range s.Tokens {
-			if int64(nIDs) < m.maxIDs {
-				binary.LittleEndian.PutUint32(m.ids[4*nIDs:], uint32(t))
-				nIDs++
-			}
+			binary.LittleEndian.PutUint32(m.ids[4*nIDs:], uint32(t))
+			nIDs++
 		}
 		embed(m.rows[int64(r)*2*m.cols:int64(r+1)*2*m.cols], s.Tokens[len(s.Tokens)-1], last)
 	}
@@ -129,9 +141,9 @@ func (m *stepModel) forward(dev device.Device, b serving.Batch, tables []byte, s
 	if err := dev.CopyDtoH(m.back[:rowBytes], m.out); err != nil {
 		return nil, fmt.Errorf("forward: read norm_output: %w", err)
 	}
-	next := make([]int32, n)
+	next, h := m.next[:n], m.hash
 	for r := range n {
-		h := fnv.New64a()
+		h.Reset()
 		h.Write(m.back[int64(r)*2*m.cols : int64(r+1)*2*m.cols])
 		var s [8]byte
 		binary.LittleEndian.PutUint64(s[:], seeds[r])

@@ -32,13 +32,14 @@ type server struct {
 	history *kvHistory
 	log     *slog.Logger
 	name    string // the served model's name
-	limit   int    // min(max_batch_tokens, max_seq_len): the longest request
+	limit   int    // min(max_seq_len, the tokens the KV cache holds): the longest request
 	plan    *arena.Plan
 	fit     *arena.FitReport
 	started time.Time
 
 	http     *http.Server
-	draining atomic.Bool
+	draining atomic.Bool // /readyz answers 503
+	inflight flight      // the generation requests in flight
 	// released is the ledger's counters after shutdown's release, before
 	// the manager closes: CurrentBytes 0 and Frees equal to Allocations
 	// unless something leaked (shutdown then returns an error).
@@ -48,8 +49,8 @@ type server struct {
 // handler is the server's routes.
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/completions", s.generating("completions", s.handleCompletions))
+	mux.HandleFunc("POST /v1/chat/completions", s.generating("chat", s.handleChat))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", s.handleHealth)
@@ -71,16 +72,23 @@ func (s *server) serve(ln net.Listener) error {
 	return nil
 }
 
-// shutdown stops the server gracefully: /readyz turns 503, the listener
-// closes, and the requests in flight run to their end until ctx's
-// deadline; then the streams still open are cut (each choice ends with
-// finish_reason "abort" and the stream with [DONE]), the engine stops,
-// and the manager releases everything and closes. It returns the first
-// error of those steps.
+// shutdown stops the server gracefully. First it drains, the listener
+// still open: /readyz turns 503 (a load balancer sees the server leave),
+// new generation requests get 503, and those in flight run to their end
+// until ctx's deadline. Then the listener closes; past the deadline the
+// streams still open are cut (each choice ends with finish_reason "abort"
+// and the stream with [DONE]). Then the engine stops, and the manager
+// releases everything and closes. It returns the first error of those
+// steps.
 func (s *server) shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	idle := s.inflight.drain()
 	var errs []error
 	if s.http != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+		}
 		if err := s.http.Shutdown(ctx); err != nil {
 			s.log.Warn("server: requests still running at the shutdown deadline; cutting them", "err", err)
 			s.engine.close() // every live choice ends with "abort"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpuarena/gpuarena/arena"
 )
 
 // Shutting down under 200 streams (a quarter of them short): every
@@ -122,4 +125,55 @@ func (n *notifyReader) Read(p []byte) (int, error) {
 		n.once.Do(n.first)
 	}
 	return k, err
+}
+
+// A shutdown drains before the listener closes: while a stream is in
+// flight, /readyz answers 503 and a new request is refused with 503, and
+// the stream runs to its end (all its tokens, finish_reason length,
+// [DONE]); then the server stops with nothing left. (The stream's 4,000
+// tokens take 4,000 steps; the checks during the drain take two requests.)
+func TestShutdownDrains(t *testing.T) {
+	ts := startTestServerWith(t, 4000, arena.Options{MaxBatchTokens: 512, MaxSeqLen: 4096, MaxBatchSize: 64})
+	resp := ts.post(t, "/v1/completions", `{"prompt": "drain me", "max_tokens": 4000, "stream": true}`)
+	defer resp.Body.Close()
+	body := bufio.NewReader(resp.Body)
+	if _, err := body.ReadString('\n'); err != nil { // the stream has started
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		ts.stop(t, 30*time.Second)
+	}()
+	for ready := http.StatusOK; ready != http.StatusServiceUnavailable; {
+		r, err := http.Get(ts.url + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz during the drain: %v (the listener closed with a stream in flight)", err)
+		}
+		r.Body.Close()
+		ready = r.StatusCode
+	}
+	var refused completion
+	if code := ts.postJSON(t, "/v1/completions", `{"prompt": "too late", "max_tokens": 2}`, &refused); code != http.StatusServiceUnavailable || refused.Error == nil || !strings.Contains(refused.Error.Message, "shutting down") {
+		t.Fatalf("a request during the drain: %d, %+v; want 503, shutting down", code, refused.Error)
+	}
+	chunks, done := readStream(t, body)
+	n, reason := 1, "" // the first event was read above
+	for _, c := range chunks {
+		for _, ch := range c.Choices {
+			if ch.Text != "" {
+				n++
+			}
+			if ch.FinishReason != nil {
+				reason = *ch.FinishReason
+			}
+		}
+	}
+	if !done || reason != finishLength || n != 4000 {
+		t.Fatalf("the stream in flight: %d tokens, finish %q, [DONE] %v; want 4000, length, true", n, reason, done)
+	}
+	<-stopped
+	if _, err := http.Get(ts.url + "/readyz"); err == nil {
+		t.Fatal("the listener is open after the shutdown")
+	}
 }

@@ -252,9 +252,11 @@ func explainFit(r *arena.FitReport) string {
 }
 
 // requestLimit is the longest request (prompt and output) the server takes:
-// the scheduler's limit, and no more tokens than the paged KV cache holds
-// (its blocks but the pool's null block), so a request the cache could
-// never hold is refused with 400 and the limit instead of waiting forever.
+// the scheduler's limit (max_seq_len: a prompt longer than max_batch_tokens
+// is prefilled in chunks), and no more tokens than the paged KV cache
+// holds (its blocks but the pool's null block), so a request the cache
+// could never hold is refused with 400 and the limit instead of being
+// dropped after it was admitted.
 func requestLimit(sched int, spec *arena.KVCacheSpec) int {
 	if spec.Counts.Blocks < 2 || spec.BlockTokens == 0 {
 		return sched

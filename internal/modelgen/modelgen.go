@@ -76,6 +76,10 @@ type Options struct {
 	ShardBytes int64
 	// Weights chooses the weights' formats, as for arena.EstimateWeights.
 	Weights arena.WeightOptions
+	// Zeros writes zero weights as holes in sparse files
+	// (checkpoint.WriteOptions.Zeros): the real tensor listing of a model
+	// larger than the disk; Seed is then unused.
+	Zeros bool
 }
 
 // Result is what Generate wrote.
@@ -153,7 +157,7 @@ func GenerateContext(ctx context.Context, config, dir string, opts Options) (*Re
 	if err := checkEmpty(dir); err != nil {
 		return nil, err
 	}
-	m, err := checkpoint.WriteContext(ctx, dir, tensors, checkpoint.WriteOptions{Seed: opts.Seed, ShardBytes: opts.ShardBytes})
+	m, err := checkpoint.WriteContext(ctx, dir, tensors, checkpoint.WriteOptions{Seed: opts.Seed, ShardBytes: opts.ShardBytes, Zeros: opts.Zeros})
 	if err != nil {
 		return nil, err
 	}

@@ -119,6 +119,46 @@ func TestGenerateNemotronH(t *testing.T) {
 	}
 }
 
+// TestGenerateQwen3Next: the tiny Qwen3-Next is three Gated DeltaNet
+// layers and one gated attention layer (full_attention_interval 4), each
+// with its MoE, written under model.layers.N.linear_attn and self_attn
+// with the shapes of modeling_qwen3_next.py: in_proj_qkvz [2·4·32 +
+// 2·8·32, 256], conv1d [2·4·32 + 8·32, 1, 4], q_proj [2·8·32, 256]
+// (query and gate).
+func TestGenerateQwen3Next(t *testing.T) {
+	r := ForTest(t, filepath.Join("testdata", "tiny-qwen3-next.json"), Options{Seed: 2})
+	cfg, err := arena.LoadConfig(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NumLayers != 4 || cfg.Counts.GDN != 3 || cfg.Counts.FullAttention != 1 || cfg.Counts.MoE != 4 {
+		t.Fatalf("config.json: %d layers, counts %+v; want 3 GDN and 1 attention layer, 4 MoE", cfg.NumLayers, cfg.Counts)
+	}
+	ck, err := checkpoint.Open(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	for name, shape := range map[string][]int64{
+		"model.layers.0.linear_attn.in_proj_qkvz.weight": {768, 256},
+		"model.layers.2.linear_attn.conv1d.weight":       {512, 1, 4},
+		"model.layers.1.linear_attn.A_log":               {8},
+		"model.layers.3.self_attn.q_proj.weight":         {512, 256},
+		"model.layers.3.mlp.shared_expert_gate.weight":   {1, 256},
+		"lm_head.weight": {1000, 256},
+	} {
+		if tn, ok := ck.Tensor(name); !ok || !slices.Equal(tn.Shape, shape) {
+			t.Errorf("%s: %v (found %v), want %v", name, tn.Shape, ok, shape)
+		}
+	}
+	if _, ok := ck.Tensor("model.layers.3.linear_attn.in_proj_qkvz.weight"); ok {
+		t.Error("the attention layer has a Gated DeltaNet")
+	}
+	if ck.TotalBytes() != r.EstimatedBytes || ck.Len() != len(r.Tensors) {
+		t.Errorf("checkpoint %d B, %d tensors; estimate %d B, listing %d", ck.TotalBytes(), ck.Len(), r.EstimatedBytes, len(r.Tensors))
+	}
+}
+
 // TestGenerateGptOSS: --layers cuts layer_types with num_hidden_layers,
 // and the MXFP4 experts are written as gpt-oss stores them: per layer
 // gate_up_proj_blocks U8 [E, 2·I, H/32, 16] and _scales U8 [E, 2·I, H/32].

@@ -84,7 +84,8 @@ func spawnLocalGateway(tb testing.TB, machine string, members Membership) (*Clie
 		}
 	})
 	system := testkit.NewActorSystem(tb)
-	gw := newGateway(group, members, Member{ID: "local", Address: system.Address()}, time.Now, 10*time.Second, testkit.Discard)
+	place := localPlacer(tb, system, members)
+	gw := newGateway(group, members, place, Member{ID: "local", Address: system.Address()}, time.Now, 10*time.Second, testkit.Discard)
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return gw }), GatewayName)
 	if err != nil {
 		tb.Fatal(err)
@@ -111,11 +112,12 @@ func benchPlace(b *testing.B, client *Client, address string, wantFirst int64) {
 	var lat latencies
 	for b.Loop() {
 		start := time.Now()
-		ps, err := client.Place(ctx, address, req)
+		r, err := client.Place(ctx, address, req)
 		lat.add(time.Since(start))
 		if err != nil {
 			b.Fatal(err)
 		}
+		ps := r.GetPlacements()
 		if len(ps) == 0 || ps[0].GetGpus() != wantFirst {
 			b.Fatalf("%d placements, the first %v; want %d GPUs first", len(ps), ps[0], wantFirst)
 		}
@@ -123,30 +125,64 @@ func benchPlace(b *testing.B, client *Client, address string, wantFirst int64) {
 	lat.report(b, "")
 }
 
-// BenchmarkPlaceLocal is the placement answer of a gateway in the process
-// (no transport) over simulated members: the 3 nodes of BenchmarkCluster
-// (8×H200, 8×H200, 4×H100), where TP8 on one H200 node ranks first, and 32
-// nodes of 8×H200, where PP6 over six nodes' single GPUs does (fewest GPUs
-// first: Place's ranking).
+// simulatedMembers are n simulated members of 8×H200 (the third a 4×H100
+// when n is 3: BenchmarkCluster's machines).
+func simulatedMembers(b *testing.B, n int) fixedMembership {
+	var invs fixedMembership
+	for i := range n {
+		machine := "8xh200"
+		if n == 3 && i == 2 {
+			machine = "4xh100-80gb"
+		}
+		invs = append(invs, simulatedInventory(b, fmt.Sprintf("10.0.0.%d:7700", i+1), machine))
+	}
+	return invs
+}
+
+// BenchmarkPlaceLocal is the placement answer through a gateway in the
+// process (no transport) and its placement call to a placement grain over
+// simulated members: the 3 nodes of BenchmarkCluster (8×H200, 8×H200,
+// 4×H100), where TP8 on one H200 node ranks first, and 32 nodes of
+// 8×H200, where PP6 over six nodes' single GPUs does (fewest GPUs first:
+// Place's ranking).
 func BenchmarkPlaceLocal(b *testing.B) {
 	for _, tc := range []struct {
 		n         int
 		wantFirst int64
 	}{{3, 8}, {32, 6}} {
-		n := tc.n
-		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			var invs fixedMembership
-			for i := range n {
-				machine := "8xh200"
-				if n == 3 && i == 2 {
-					machine = "4xh100-80gb"
-				}
-				invs = append(invs, simulatedInventory(b, fmt.Sprintf("10.0.0.%d:7700", i+1), machine))
-			}
-			client, address := spawnLocalGateway(b, "1xh100-80gb", invs)
+		b.Run(fmt.Sprintf("members=%d", tc.n), func(b *testing.B) {
+			client, address := spawnLocalGateway(b, "1xh100-80gb", simulatedMembers(b, tc.n))
 			benchPlace(b, client, address, tc.wantFirst)
 		})
 	}
+}
+
+// BenchmarkReserveDuringPlacement is BenchmarkReserveLocal while another
+// goroutine places DeepSeek-V3 over 32 simulated members back to back
+// through the same gateway: the reserves' latency beside placements that
+// take about a second each (before the placement grain, a reserve waited
+// behind the placement in the gateway's mailbox).
+func BenchmarkReserveDuringPlacement(b *testing.B) {
+	client, address := spawnLocalGateway(b, "1xh100-80gb", simulatedMembers(b, 32))
+	stop := make(chan struct{})
+	var placing sync.WaitGroup
+	placing.Go(func() {
+		req := &nodepb.PlaceRequest{ConfigJson: deepSeekV3(b)}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := client.Place(context.Background(), address, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	benchReserve(b, client, address)
+	close(stop)
+	placing.Wait()
 }
 
 // BenchmarkReserveLocal is a reserve and its release through a Client to a

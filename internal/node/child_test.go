@@ -22,7 +22,8 @@ const nodeChildEnv = "GPUARENA_NODE_TEST_CHILD"
 
 // childSpec is one node process: its gRPC and membership ports, the
 // membership endpoints of all nodes, its simulated machine
-// (gpuworker.ParseMachine) and the provider's poll period. With Static the
+// (gpuworker.ParseMachine), the provider's poll period and its TLS files
+// (LoadCredentials). With Static the
 // node joins with the Static provider (Seeds are then the nodes' gRPC
 // addresses, MembershipPort unused), else with Automanaged.
 type childSpec struct {
@@ -31,6 +32,8 @@ type childSpec struct {
 	Machine                  string
 	Refresh                  time.Duration
 	Static                   bool
+	// TLS, when its Cert is set, are the node's TLS files.
+	TLS TLSFiles
 }
 
 // runChild runs the node of the childSpec in nodeChildEnv until SIGTERM,
@@ -65,8 +68,17 @@ func runChild() int {
 	if spec.Static {
 		provider = Static(spec.Refresh, staticProbeTimeout, spec.Seeds...)
 	}
+	var creds *Credentials
+	if spec.TLS.Cert != "" {
+		if creds, err = LoadCredentials(spec.TLS); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			_ = group.Close()
+			return 2
+		}
+	}
 	n, err := Start(Config{
 		Listen:          fmt.Sprintf("127.0.0.1:%d", spec.GRPCPort),
+		TLS:             creds,
 		Provider:        provider,
 		Devices:         group,
 		InventoryPeriod: 500 * time.Millisecond,

@@ -124,14 +124,18 @@ func (c *Client) Preflight(ctx context.Context, address string, dev int32, bytes
 	return r, remoteError(address, r.GetError())
 }
 
-// Place asks the node at address where a model can run on the cluster as
-// its gossip last saw it (PlaceRequest); the placements come best first.
-// Errors: *RemoteError (gpuarena.ErrInvalidValue for a config or option
-// arena refuses), the transport's.
-func (c *Client) Place(ctx context.Context, address string, req *nodepb.PlaceRequest) ([]*nodepb.Placement, error) {
+// Place asks the node at address where a model can run on the cluster
+// (PlaceRequest, PlaceRequestFor): the node hands the request to a
+// placement grain, on whichever node the cluster activates it, which
+// answers from its node's view of the cluster; the answer names that node
+// (AnsweredBy) and holds the placements best first. Errors: *RemoteError
+// (gpuarena.ErrInvalidValue for a config or option arena refuses, ErrBusy
+// past MaxPlacementCalls, ErrInternal for a grain that did not answer
+// within the node's PlaceTimeout), the transport's.
+func (c *Client) Place(ctx context.Context, address string, req *nodepb.PlaceRequest) (*nodepb.PlaceResponse, error) {
 	r, err := ask[*nodepb.PlaceResponse](ctx, c, address, req)
 	if err != nil {
 		return nil, err
 	}
-	return r.GetPlacements(), remoteError(address, r.GetError())
+	return r, remoteError(address, r.GetError())
 }

@@ -43,6 +43,7 @@ const removalBound = 2*testRefresh + 2*time.Second + time.Second
 type child struct {
 	cmd     *exec.Cmd
 	address string
+	stdout  *syncBuffer // every line but "ready"
 	stderr  *syncBuffer
 	done    chan error
 }
@@ -93,7 +94,7 @@ func startChild(t testing.TB, spec childSpec) (*child, error) {
 	// fails the test for any race in gpuarena's code.
 	cmd.Env = append(os.Environ(), nodeChildEnv+"="+string(env), "GORACE=exitcode=0")
 	cmd.SysProcAttr = childProcAttr()
-	c := &child{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	c := &child{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = c.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -108,6 +109,8 @@ func startChild(t testing.TB, spec childSpec) (*child, error) {
 		for sc.Scan() {
 			if a, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
 				ready <- a
+			} else {
+				fmt.Fprintln(c.stdout, sc.Text())
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
@@ -187,10 +190,14 @@ func newTestClient(t testing.TB) *Client {
 // before nodes it talked to stop: protoactor-go's endpointManager.stop
 // races with the removeEndpoint of a connection that ends meanwhile (see
 // upstreamRaces). The shutdown runs once.
-func startTestClient(t testing.TB) (*Client, func()) {
+func startTestClient(t testing.TB) (*Client, func()) { return startTestClientWith(t, nil) }
+
+// startTestClientWith is startTestClient with TLS credentials (nil:
+// plaintext).
+func startTestClientWith(t testing.TB, creds *Credentials) (*Client, func()) {
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return testkit.Discard }))
-	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0))
+	r := remote.NewRemote(system, RemoteConfig("127.0.0.1", 0, creds, 0))
 	r.Start()
 	shutdown := sync.OnceFunc(func() {
 		r.Shutdown(true)
@@ -277,16 +284,35 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := client.Place(ctx, nodes[2].address, &nodepb.PlaceRequest{ConfigJson: llama, TensorParallelSize: 2})
+	pr, err := client.Place(ctx, nodes[2].address, &nodepb.PlaceRequest{ConfigJson: llama, TensorParallelSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ps := pr.GetPlacements()
 	if len(ps) == 0 || ps[0].GetGpus() != 2 || len(ps[0].GetStages()) != 1 || ps[0].GetKvTokens() <= 0 ||
 		(ps[0].GetStages()[0].GetAddress() != nodes[0].address && ps[0].GetStages()[0].GetAddress() != nodes[1].address) {
 		t.Fatalf("placement of Llama-3.1-8B at TP2: %v; want one 2×H200 node first", ps)
 	}
 	if _, err := client.Place(ctx, nodes[2].address, &nodepb.PlaceRequest{ConfigJson: []byte("{")}); !errors.Is(err, gpuarena.ErrInvalidValue) {
 		t.Fatalf("placement of a malformed config: %v, want ErrInvalidValue", err)
+	}
+	placedElsewhere(t, client, want, &nodepb.PlaceRequest{ConfigJson: llama, TensorParallelSize: 2}, ps[0])
+
+	// The automanaged membership endpoint is the node's own: on the
+	// --listen host only (127.0.0.1 is 0100007F in /proc/net/tcp), and
+	// nothing on stdout but the "ready" line (no echo banner).
+	if socks, ok := listeningSockets(nodes[0].cmd.Process.Pid); ok {
+		want := []string{fmt.Sprintf("0100007F:%04X", ports[0]), fmt.Sprintf("0100007F:%04X", ports[3])}
+		slices.Sort(socks)
+		slices.Sort(want)
+		if !slices.Equal(socks, want) {
+			t.Fatalf("node %s listens on %v, want %v (gRPC and membership on loopback)", nodes[0].address, socks, want)
+		}
+	}
+	for _, n := range nodes {
+		if out := n.stdout.String(); out != "" {
+			t.Fatalf("node %s printed on stdout:\n%s", n.address, out)
+		}
 	}
 
 	// A reservation on a remote node shows in its ledger and, through the
@@ -361,6 +387,40 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 		return nil
 	})
 	t.Logf("killed node removed from both views after %v (bound %v)", took, removalBound)
+}
+
+// placedElsewhere asks every node of addresses for req PlacementGrains
+// times, so each node asks every placement grain identity once, and checks
+// that every answer comes from a member with first's layout and stages'
+// count, and that some answer comes from a node other than the one asked:
+// an identity has one owner, which at most one of the nodes asked is.
+func placedElsewhere(t *testing.T, client *Client, addresses []string, req *nodepb.PlaceRequest, first *nodepb.Placement) {
+	t.Helper()
+	ctx := context.Background()
+	elsewhere := map[string]string{}
+	for _, asked := range addresses {
+		for range PlacementGrains {
+			r, err := client.Place(ctx, asked, req)
+			if err != nil {
+				t.Fatalf("placement through %s: %v", asked, err)
+			}
+			by := r.GetAnsweredBy().GetAddress()
+			if !slices.Contains(addresses, by) {
+				t.Fatalf("placement through %s answered by %q, not a member of %v", asked, by, addresses)
+			}
+			if by != asked {
+				elsewhere[asked] = by
+			}
+			ps := r.GetPlacements()
+			if len(ps) == 0 || ps[0].GetGpus() != first.GetGpus() || len(ps[0].GetStages()) != len(first.GetStages()) {
+				t.Fatalf("placement through %s by %s: %v; want %v first", asked, by, ps, first)
+			}
+		}
+	}
+	if len(elsewhere) == 0 {
+		t.Fatalf("every placement was answered by the node asked; want the grains spread over %v", addresses)
+	}
+	t.Logf("placements answered elsewhere (asked → answered by): %v", elsewhere)
 }
 
 // refuseBadMessages sends a message the gateway does not take, one past

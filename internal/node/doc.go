@@ -1,13 +1,20 @@
 // Package node makes a host's devices one member of a gpuarena cluster
 // over protoactor-go's remote and cluster packages: Start joins the
 // cluster (membership from a Provider: Automanaged and Static need no
-// outside service; Static binds nothing but the remote), publishes the node's inventory through the cluster's gossip
-// (InventoryKey) on every change and every period, and spawns the gateway
-// actor (GatewayName) that takes the nodepb messages — inventory, cluster
-// inventory, preflight, reserve, renew, release, ledger, placement — and
-// translates them into calls of the devices' gpuarena managers (placement:
-// Place, arena.FitRanks per device over the gossiped inventories). Client
-// asks a node's gateway from any actor system with a remote.
+// outside service; Static binds nothing but the remote), publishes the
+// node's inventory through the cluster's gossip (InventoryKey) on every
+// change and every period, registers the placement grain kind
+// (PlacementKind), and spawns the gateway actor (GatewayName) that takes
+// the nodepb messages — inventory, cluster inventory, preflight, reserve,
+// renew, release, ledger, placement — and translates them into calls of the
+// devices' gpuarena managers. A placement is not computed in the gateway:
+// a placement call asks a placement grain (cluster.Request), which the
+// cluster activates on some node and which answers with Place
+// (arena.FitRanks per device) over its node's gossiped inventories, with
+// every serving option of arena.Options and arena.FitOptions
+// (PlaceRequestFor). Client asks a node's gateway from any actor system
+// with a remote; RemoteConfig and Credentials put nodes and clients on
+// (mutual) TLS.
 //
 // A reservation is idempotent and leased: its key names it (a repeated
 // reserve with the same arguments returns the same reservation and renews

@@ -22,6 +22,9 @@ var (
 	ErrKeyConflict = errors.New("reservation key already used with other arguments")
 	// ErrUnknownMessage: a message type the gateway does not take.
 	ErrUnknownMessage = errors.New("message type not taken by the node gateway")
+	// ErrBusy: the node is answering as many requests of the kind as it
+	// takes at once (MaxPlacementCalls); ask again later.
+	ErrBusy = errors.New("node busy")
 	// ErrInternal: a failure without a code of its own.
 	ErrInternal = errors.New("node internal error")
 )
@@ -30,8 +33,8 @@ var (
 // message, and for ERROR_CODE_OUT_OF_MEMORY the bytes asked and those the
 // budget had left. errors.Is matches the sentinel of its code:
 // gpuarena.ErrOutOfMemory, gpuarena.ErrInvalidValue, gpuarena.ErrClosed,
-// ErrUnknownDevice, ErrNotFound, ErrKeyConflict, ErrUnknownMessage or
-// ErrInternal.
+// ErrUnknownDevice, ErrNotFound, ErrKeyConflict, ErrUnknownMessage,
+// ErrBusy or ErrInternal.
 type RemoteError struct {
 	// Address is the node that answered ("host:port").
 	Address string
@@ -69,6 +72,8 @@ func codeSentinel(c nodepb.ErrorCode) error {
 		return gpuarena.ErrClosed
 	case nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:
 		return ErrUnknownMessage
+	case nodepb.ErrorCode_ERROR_CODE_BUSY:
+		return ErrBusy
 	}
 	return ErrInternal
 }
@@ -87,6 +92,7 @@ func wireError(err error) *nodepb.Error {
 		nodepb.ErrorCode_ERROR_CODE_KEY_CONFLICT,
 		nodepb.ErrorCode_ERROR_CODE_CLOSED,
 		nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
+		nodepb.ErrorCode_ERROR_CODE_BUSY,
 		nodepb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT,
 	} {
 		if errors.Is(err, codeSentinel(c)) {

@@ -51,10 +51,13 @@ type lease struct {
 
 // gateway is the node's actor: it takes nodepb messages (local or remote),
 // calls the device managers of group for them, and owns the reservations;
-// its mailbox serialises every change to them, so it needs no lock.
+// its mailbox serialises every change to them, so it needs no lock. A
+// placement is not computed here: the gateway hands it to a placement call
+// (startPlace) that asks a placement grain through place.
 type gateway struct {
 	group       *gpuarena.Group
 	members     Membership
+	place       placer
 	self        Member
 	now         func() time.Time
 	callTimeout time.Duration
@@ -62,12 +65,14 @@ type gateway struct {
 
 	leases  map[string]*lease
 	version uint64
+	placing map[string]bool // the placement calls under way, by PID id
 }
 
-// newGateway returns the gateway of group, publishing through members.
-func newGateway(group *gpuarena.Group, members Membership, self Member, now func() time.Time, callTimeout time.Duration, logger *slog.Logger) *gateway {
-	return &gateway{group: group, members: members, self: self, now: now, callTimeout: callTimeout,
-		logger: logger, leases: make(map[string]*lease)}
+// newGateway returns the gateway of group, publishing through members and
+// answering placements through place.
+func newGateway(group *gpuarena.Group, members Membership, place placer, self Member, now func() time.Time, callTimeout time.Duration, logger *slog.Logger) *gateway {
+	return &gateway{group: group, members: members, place: place, self: self, now: now, callTimeout: callTimeout,
+		logger: logger, leases: make(map[string]*lease), placing: make(map[string]bool)}
 }
 
 // Receive answers one message. A request whose sender is gone is handled
@@ -88,40 +93,42 @@ func (g *gateway) Receive(c actor.Context) {
 		g.publish(ctx)
 	case *nodepb.InventoryRequest:
 		inv, err := g.inventory(ctx)
-		g.respond(c, &nodepb.InventoryResponse{Inventory: inv, Error: wireError(err)})
+		respond(c, &nodepb.InventoryResponse{Inventory: inv, Error: wireError(err)})
 	case *nodepb.ClusterInventoryRequest:
 		invs, err := g.members.Inventories()
-		g.respond(c, &nodepb.ClusterInventoryResponse{Inventories: invs, Error: wireError(err)})
+		respond(c, &nodepb.ClusterInventoryResponse{Inventories: invs, Error: wireError(err)})
 	case *nodepb.ReserveRequest:
 		res, err := g.reserve(ctx, m)
-		g.respond(c, &nodepb.ReserveResponse{Reservation: res, Error: wireError(err)})
+		respond(c, &nodepb.ReserveResponse{Reservation: res, Error: wireError(err)})
 		if err == nil {
 			g.publish(ctx)
 		}
 	case *nodepb.RenewRequest:
 		res, err := g.renew(m)
-		g.respond(c, &nodepb.ReserveResponse{Reservation: res, Error: wireError(err)})
+		respond(c, &nodepb.ReserveResponse{Reservation: res, Error: wireError(err)})
 	case *nodepb.ReleaseRequest:
 		released, err := g.release(ctx, m.GetKey())
-		g.respond(c, &nodepb.ReleaseResponse{Released: released, Error: wireError(err)})
+		respond(c, &nodepb.ReleaseResponse{Released: released, Error: wireError(err)})
 		if released {
 			g.publish(ctx)
 		}
 	case *nodepb.LedgerRequest:
-		g.respond(c, g.ledger(ctx, m.GetDevice()))
+		respond(c, g.ledger(ctx, m.GetDevice()))
 	case *nodepb.PreflightRequest:
-		g.respond(c, g.preflight(ctx, m))
+		respond(c, g.preflight(ctx, m))
 	case *nodepb.PlaceRequest:
-		g.respond(c, g.place(m))
+		g.startPlace(c, m)
+	case *actor.Terminated: // a placement call ended
+		delete(g.placing, m.GetWho().GetId())
 	default:
 		g.logger.Warn("gpuarena node: message refused", "type", fmt.Sprintf("%T", m), "sender", c.Sender())
-		g.respond(c, &nodepb.Error{Code: nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
+		respond(c, &nodepb.Error{Code: nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
 			Message: fmt.Sprintf("message %T is not one the node gateway takes (gpuarena.node.v1 requests only)", m)})
 	}
 }
 
 // respond answers the sender, if there is one.
-func (g *gateway) respond(c actor.Context, m proto.Message) {
+func respond(c actor.Context, m proto.Message) {
 	if c.Sender() != nil {
 		c.Respond(m)
 	}

@@ -35,7 +35,7 @@ func directGateway(t testing.TB) (*gateway, *fakeClock) {
 		}
 	})
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	return newGateway(group, &fakeMembership{}, Member{ID: "m", Address: "local"}, clock.Now, 10*time.Second, testkit.Discard), clock
+	return newGateway(group, &fakeMembership{}, nil, Member{ID: "m", Address: "local"}, clock.Now, 10*time.Second, testkit.Discard), clock
 }
 
 // modelLease is the model's view of one reservation.

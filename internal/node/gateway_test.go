@@ -60,7 +60,11 @@ type localGateway struct {
 	group   *gpuarena.Group
 }
 
-func newLocalGateway(t testing.TB) *localGateway {
+func newLocalGateway(t testing.TB) *localGateway { return newLocalGatewayPlacing(t, nil) }
+
+// newLocalGatewayPlacing is newLocalGateway whose placement grain reads
+// grainMembers (nil: the gateway's fake membership).
+func newLocalGatewayPlacing(t testing.TB, grainMembers Membership) *localGateway {
 	t.Helper()
 	mc, err := gpuworker.ParseMachine("2xh100-80gb")
 	if err != nil {
@@ -82,10 +86,30 @@ func newLocalGateway(t testing.TB) *localGateway {
 	})
 	lg := &localGateway{system: testkit.NewActorSystem(t), clock: &fakeClock{now: time.Unix(1_000_000, 0)},
 		members: &fakeMembership{}, group: group}
-	gw := newGateway(group, lg.members, Member{ID: "m1", Address: "local"}, lg.clock.Now, 10*time.Second, testkit.Discard)
+	if grainMembers == nil {
+		grainMembers = lg.members
+	}
+	place := localPlacer(t, lg.system, grainMembers)
+	gw := newGateway(group, lg.members, place, Member{ID: "m1", Address: "local"}, lg.clock.Now, 10*time.Second, testkit.Discard)
 	lg.pid = lg.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return gw }))
 	t.Cleanup(func() { _ = lg.system.Root.StopFuture(lg.pid).Wait() })
 	return lg
+}
+
+// localPlacer spawns a placement grain over members in system, without a
+// cluster, stopped when the test ends, and returns a placer that asks it.
+func localPlacer(tb testing.TB, system *actor.ActorSystem, members Membership) placer {
+	tb.Helper()
+	grain := &placementGrain{members: members, self: Member{ID: "grain", Address: system.Address()}, logger: testkit.Discard}
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return grain }))
+	tb.Cleanup(func() { _ = system.Root.StopFuture(pid).Wait() })
+	return func(m *nodepb.PlaceRequest) *nodepb.PlaceResponse {
+		res, err := system.Root.RequestFuture(pid, m, 30*time.Second).Result()
+		if err != nil {
+			return &nodepb.PlaceResponse{Error: wireError(err)}
+		}
+		return res.(*nodepb.PlaceResponse)
+	}
 }
 
 // ask sends msg and returns the answer as R.

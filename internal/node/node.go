@@ -12,9 +12,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
-	"github.com/asynkron/protoactor-go/remote"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpuarena/gpuarena"
 )
@@ -54,7 +51,17 @@ type Config struct {
 	MaxMessageBytes int
 	// CallTimeout bounds each device call the gateway makes. Default 30 s.
 	CallTimeout time.Duration
-	// Logger receives the node's and protoactor-go's logs. Default: none.
+	// PlaceTimeout bounds each placement the gateway asks a placement
+	// grain for (cluster.Request). Default 30 s.
+	PlaceTimeout time.Duration
+	// TLS, when set, secures the node's gRPC (its server and its dials to
+	// the other nodes and to clients; LoadCredentials), mutual when they
+	// have a CA. Nil is plaintext, and a node listening on an address
+	// other than loopback then logs a warning. The automanaged
+	// provider's health endpoint is plain HTTP either way.
+	TLS *Credentials
+	// Logger receives the node's and protoactor-go's logs; protoactor-go's
+	// repeated failures are rate-limited (quietHandler). Default: none.
 	Logger *slog.Logger
 	// Clock is the leases' clock. Default time.Now.
 	Clock func() time.Time
@@ -76,6 +83,7 @@ func (c Config) withDefaults() (Config, string, int, error) {
 	def(&c.GossipInterval, 300*time.Millisecond)
 	def(&c.HeartbeatExpiration, 20*time.Second)
 	def(&c.CallTimeout, 30*time.Second)
+	def(&c.PlaceTimeout, 30*time.Second)
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1 << 20
 	}
@@ -94,7 +102,8 @@ func (c Config) withDefaults() (Config, string, int, error) {
 		return c, "", 0, fmt.Errorf("%w: no membership provider (node.Automanaged or node.Static)", ErrConfig)
 	case c.Devices == nil:
 		return c, "", 0, fmt.Errorf("%w: no devices", ErrConfig)
-	case c.InventoryPeriod < 0 || c.LeaseCheck < 0 || c.GossipInterval < 0 || c.HeartbeatExpiration < 0 || c.CallTimeout < 0 || c.MaxMessageBytes < 0:
+	case c.InventoryPeriod < 0 || c.LeaseCheck < 0 || c.GossipInterval < 0 || c.HeartbeatExpiration < 0 || c.CallTimeout < 0 ||
+		c.PlaceTimeout < 0 || c.MaxMessageBytes < 0:
 		return c, "", 0, fmt.Errorf("%w: negative period, timeout or size", ErrConfig)
 	}
 	return c, host, port, nil
@@ -113,29 +122,32 @@ type Node struct {
 }
 
 // Start joins the cluster as a member: it starts the remote on
-// Config.Listen (gRPC, messages up to MaxMessageBytes), the membership
-// provider, the gossip, and the gateway actor (GatewayName), which
-// publishes the inventory at once, on every change and every
-// InventoryPeriod, and frees lapsed leases every LeaseCheck. protoactor-go
-// sleeps a second inside StartMember. Errors: ErrConfig for a bad Config;
-// the provider's; a remote or cluster that could not start (a port in use:
-// protoactor-go panics there, and Start returns the panic as an error).
+// Config.Listen (gRPC, messages up to MaxMessageBytes, Config.TLS), the
+// membership provider, the gossip, the placement grain kind
+// (PlacementKind), and the gateway actor (GatewayName), which publishes
+// the inventory at once, on every change and every InventoryPeriod, frees
+// lapsed leases every LeaseCheck, and hands placements to the placement
+// grains. protoactor-go sleeps a second inside StartMember. Errors:
+// ErrConfig for a bad Config; the provider's; a remote or cluster that
+// could not start (a port in use: protoactor-go panics there, and Start
+// returns the panic as an error).
 func Start(cfg Config) (n *Node, err error) {
 	cfg, host, port, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TLS == nil && !isLoopback(host) {
+		cfg.Logger.Warn("gpuarena node: gRPC traffic is plaintext: the node listens beyond loopback without TLS credentials (arenactl node --tls-cert, --tls-key, --tls-ca)",
+			"listen", cfg.Listen)
+	}
 	provider, err := cfg.Provider()
 	if err != nil {
 		return nil, fmt.Errorf("node %s: membership provider: %w", cfg.Listen, err)
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
-	rc := remote.Configure(host, port,
-		remote.WithServerOptions(grpc.MaxRecvMsgSize(cfg.MaxMessageBytes)),
-		remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes))))
-	cc := cluster.Configure(cfg.ClusterName, provider, disthash.New(), rc,
-		cluster.WithHeartbeatExpiration(cfg.HeartbeatExpiration))
+	upstream := slog.New(newQuietHandler(cfg.Logger.Handler(), time.Now))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return upstream }))
+	cc := cluster.Configure(cfg.ClusterName, provider, disthash.New(), RemoteConfig(host, port, cfg.TLS, cfg.MaxMessageBytes),
+		cluster.WithHeartbeatExpiration(cfg.HeartbeatExpiration), cluster.WithKinds(placementKind(cfg.Logger)))
 	cc.GossipInterval = cfg.GossipInterval
 	c := cluster.New(system, cc)
 	if err := startMember(c); err != nil {
@@ -143,7 +155,8 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("node %s: %w", cfg.Listen, err)
 	}
 	n = &Node{cluster: c, self: Member{ID: system.ID, Address: system.Address()}, stop: make(chan struct{})}
-	gw := newGateway(cfg.Devices, gossipMembership{c: c}, n.self, cfg.Clock, cfg.CallTimeout, cfg.Logger)
+	place := (&clusterPlacer{c: c, timeout: cfg.PlaceTimeout}).place
+	gw := newGateway(cfg.Devices, gossipMembership{c: c}, place, n.self, cfg.Clock, cfg.CallTimeout, cfg.Logger)
 	n.gateway, err = system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return gw }), GatewayName)
 	if err != nil {
 		c.Shutdown(false)
@@ -151,8 +164,18 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	n.tick(cfg.LeaseCheck, leaseTick{})
 	n.tick(cfg.InventoryPeriod, publishTick{})
-	cfg.Logger.Info("gpuarena node: started", "address", n.self.Address, "member", n.self.ID, "devices", cfg.Devices.Ranks())
+	cfg.Logger.Info("gpuarena node: started", "address", n.self.Address, "member", n.self.ID, "devices", cfg.Devices.Ranks(),
+		"tls", cfg.TLS != nil, "mutual_tls", cfg.TLS.Mutual())
 	return n, nil
+}
+
+// isLoopback reports whether host (an IP or a name) is a loopback
+// address: 127.0.0.0/8, ::1 or "localhost".
+func isLoopback(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
 }
 
 // startMember runs c.StartMember, returning its panic as an error.
@@ -187,7 +210,8 @@ func (n *Node) Self() Member { return n.self }
 
 // Close leaves the cluster gracefully (protoactor-go's Cluster.Shutdown,
 // which waits about two seconds for ownership to move) after stopping the
-// gateway. Reservations' memory stays in the devices' ledgers under their
+// gateway, which waits for its placement calls under way (each at most
+// Config.PlaceTimeout). Reservations' memory stays in the devices' ledgers under their
 // owners until the caller closes the devices. It is idempotent.
 func (n *Node) Close() {
 	n.closeOnce.Do(func() {

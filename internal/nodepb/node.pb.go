@@ -47,6 +47,9 @@ const (
 	ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE ErrorCode = 7
 	// Anything else; the message says what.
 	ErrorCode_ERROR_CODE_INTERNAL ErrorCode = 8
+	// The node is answering as many requests of this kind as it takes at
+	// once (placements: node.MaxPlacementCalls); ask again later.
+	ErrorCode_ERROR_CODE_BUSY ErrorCode = 9
 )
 
 // Enum value maps for ErrorCode.
@@ -61,6 +64,7 @@ var (
 		6: "ERROR_CODE_CLOSED",
 		7: "ERROR_CODE_UNKNOWN_MESSAGE",
 		8: "ERROR_CODE_INTERNAL",
+		9: "ERROR_CODE_BUSY",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":      0,
@@ -72,6 +76,7 @@ var (
 		"ERROR_CODE_CLOSED":           6,
 		"ERROR_CODE_UNKNOWN_MESSAGE":  7,
 		"ERROR_CODE_INTERNAL":         8,
+		"ERROR_CODE_BUSY":             9,
 	}
 )
 
@@ -1245,23 +1250,54 @@ func (x *PreflightResponse) GetError() *Error {
 	return nil
 }
 
-// PlaceRequest asks where a model can run on the cluster as the asked
-// node's gossip last saw it: config_json is the model's Hugging Face
-// config.json; zero fields take gpuarena's defaults (arena.DefaultOptions,
-// the config's weight dtype); tensor_parallel_size and
-// pipeline_parallel_size, when set, are the only sizes tried.
+// PlaceRequest asks where a model can run on the cluster: config_json is
+// the model's Hugging Face config.json, and the other fields are the
+// serving and budget options of "arenactl fit" (arena.Options and
+// arena.FitOptions, field by field under their snake_case names). A zero
+// field takes gpuarena's default (arena.Options.Resolve, the config's
+// weight dtype); k_max and reserve_bytes have presence, so a set 0 is 0
+// (no speculative decoding; no reserve). tensor_parallel_size and
+// pipeline_parallel_size, when set, are the only sizes tried. A
+// placement grain answers it from the inventories as its node's gossip
+// last saw them.
 type PlaceRequest struct {
-	state                protoimpl.MessageState `protogen:"open.v1"`
-	ConfigJson           []byte                 `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
-	MaxBatchTokens       int64                  `protobuf:"varint,2,opt,name=max_batch_tokens,json=maxBatchTokens,proto3" json:"max_batch_tokens,omitempty"`
-	MaxSeqLen            int64                  `protobuf:"varint,3,opt,name=max_seq_len,json=maxSeqLen,proto3" json:"max_seq_len,omitempty"`
-	GpuMemoryUtilization float64                `protobuf:"fixed64,4,opt,name=gpu_memory_utilization,json=gpuMemoryUtilization,proto3" json:"gpu_memory_utilization,omitempty"`
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConfigJson     []byte                 `protobuf:"bytes,1,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	MaxBatchTokens int64                  `protobuf:"varint,2,opt,name=max_batch_tokens,json=maxBatchTokens,proto3" json:"max_batch_tokens,omitempty"`
+	MaxSeqLen      int64                  `protobuf:"varint,3,opt,name=max_seq_len,json=maxSeqLen,proto3" json:"max_seq_len,omitempty"`
+	// In (0, 1]; 0 takes arena.DefaultGPUMemoryUtilization.
+	GpuMemoryUtilization float64 `protobuf:"fixed64,4,opt,name=gpu_memory_utilization,json=gpuMemoryUtilization,proto3" json:"gpu_memory_utilization,omitempty"`
 	// "" (the config's), "bf16", "f32" or "fp8".
 	WeightDtype          string `protobuf:"bytes,5,opt,name=weight_dtype,json=weightDtype,proto3" json:"weight_dtype,omitempty"`
 	TensorParallelSize   int64  `protobuf:"varint,6,opt,name=tensor_parallel_size,json=tensorParallelSize,proto3" json:"tensor_parallel_size,omitempty"`
 	PipelineParallelSize int64  `protobuf:"varint,7,opt,name=pipeline_parallel_size,json=pipelineParallelSize,proto3" json:"pipeline_parallel_size,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	KvBlockSize          int64  `protobuf:"varint,8,opt,name=kv_block_size,json=kvBlockSize,proto3" json:"kv_block_size,omitempty"`
+	MaxBatchSize         int64  `protobuf:"varint,9,opt,name=max_batch_size,json=maxBatchSize,proto3" json:"max_batch_size,omitempty"`
+	KMax                 *int64 `protobuf:"varint,10,opt,name=k_max,json=kMax,proto3,oneof" json:"k_max,omitempty"`
+	LoraMaxRank          int64  `protobuf:"varint,11,opt,name=lora_max_rank,json=loraMaxRank,proto3" json:"lora_max_rank,omitempty"`
+	Fp8Rowwise           bool   `protobuf:"varint,12,opt,name=fp8_rowwise,json=fp8Rowwise,proto3" json:"fp8_rowwise,omitempty"`
+	Q2Prefill            bool   `protobuf:"varint,13,opt,name=q2_prefill,json=q2Prefill,proto3" json:"q2_prefill,omitempty"`
+	// "" or "all", "sampled".
+	LogitsRows string `protobuf:"bytes,14,opt,name=logits_rows,json=logitsRows,proto3" json:"logits_rows,omitempty"`
+	// As vLLM's --kv-cache-dtype: "" or "auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2".
+	KvCacheDtype string `protobuf:"bytes,15,opt,name=kv_cache_dtype,json=kvCacheDtype,proto3" json:"kv_cache_dtype,omitempty"`
+	// "" or "auto", "float32", "float16", "bfloat16".
+	MambaSsmCacheDtype string `protobuf:"bytes,16,opt,name=mamba_ssm_cache_dtype,json=mambaSsmCacheDtype,proto3" json:"mamba_ssm_cache_dtype,omitempty"`
+	AllowLongMaxSeqLen bool   `protobuf:"varint,17,opt,name=allow_long_max_seq_len,json=allowLongMaxSeqLen,proto3" json:"allow_long_max_seq_len,omitempty"`
+	// Bytes held back per device for the CUDA context, workspaces and graphs.
+	ReserveBytes *int64 `protobuf:"varint,18,opt,name=reserve_bytes,json=reserveBytes,proto3,oneof" json:"reserve_bytes,omitempty"`
+	// "" or "device", "instance".
+	UtilizationScope string `protobuf:"bytes,19,opt,name=utilization_scope,json=utilizationScope,proto3" json:"utilization_scope,omitempty"`
+	// "" or "none", "profiled", "after_kv_cache".
+	SamplerWarmup  string `protobuf:"bytes,20,opt,name=sampler_warmup,json=samplerWarmup,proto3" json:"sampler_warmup,omitempty"`
+	IncludeMtp     bool   `protobuf:"varint,21,opt,name=include_mtp,json=includeMtp,proto3" json:"include_mtp,omitempty"`
+	ExcludeWeights bool   `protobuf:"varint,22,opt,name=exclude_weights,json=excludeWeights,proto3" json:"exclude_weights,omitempty"`
+	// Size the weights as the checkpoint stores them, not as vLLM holds them.
+	CheckpointLayout bool `protobuf:"varint,23,opt,name=checkpoint_layout,json=checkpointLayout,proto3" json:"checkpoint_layout,omitempty"`
+	// "" (marlin) or "marlin", "flashinfer_trtllm", "flashinfer_cutlass", "triton".
+	Mxfp4Backend  string `protobuf:"bytes,24,opt,name=mxfp4_backend,json=mxfp4Backend,proto3" json:"mxfp4_backend,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlaceRequest) Reset() {
@@ -1341,6 +1377,125 @@ func (x *PlaceRequest) GetPipelineParallelSize() int64 {
 		return x.PipelineParallelSize
 	}
 	return 0
+}
+
+func (x *PlaceRequest) GetKvBlockSize() int64 {
+	if x != nil {
+		return x.KvBlockSize
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetMaxBatchSize() int64 {
+	if x != nil {
+		return x.MaxBatchSize
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetKMax() int64 {
+	if x != nil && x.KMax != nil {
+		return *x.KMax
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetLoraMaxRank() int64 {
+	if x != nil {
+		return x.LoraMaxRank
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetFp8Rowwise() bool {
+	if x != nil {
+		return x.Fp8Rowwise
+	}
+	return false
+}
+
+func (x *PlaceRequest) GetQ2Prefill() bool {
+	if x != nil {
+		return x.Q2Prefill
+	}
+	return false
+}
+
+func (x *PlaceRequest) GetLogitsRows() string {
+	if x != nil {
+		return x.LogitsRows
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetKvCacheDtype() string {
+	if x != nil {
+		return x.KvCacheDtype
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetMambaSsmCacheDtype() string {
+	if x != nil {
+		return x.MambaSsmCacheDtype
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetAllowLongMaxSeqLen() bool {
+	if x != nil {
+		return x.AllowLongMaxSeqLen
+	}
+	return false
+}
+
+func (x *PlaceRequest) GetReserveBytes() int64 {
+	if x != nil && x.ReserveBytes != nil {
+		return *x.ReserveBytes
+	}
+	return 0
+}
+
+func (x *PlaceRequest) GetUtilizationScope() string {
+	if x != nil {
+		return x.UtilizationScope
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetSamplerWarmup() string {
+	if x != nil {
+		return x.SamplerWarmup
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetIncludeMtp() bool {
+	if x != nil {
+		return x.IncludeMtp
+	}
+	return false
+}
+
+func (x *PlaceRequest) GetExcludeWeights() bool {
+	if x != nil {
+		return x.ExcludeWeights
+	}
+	return false
+}
+
+func (x *PlaceRequest) GetCheckpointLayout() bool {
+	if x != nil {
+		return x.CheckpointLayout
+	}
+	return false
+}
+
+func (x *PlaceRequest) GetMxfp4Backend() string {
+	if x != nil {
+		return x.Mxfp4Backend
+	}
+	return ""
 }
 
 // Stage is one pipeline stage of a placement: the node and its devices,
@@ -1501,12 +1656,14 @@ func (x *Placement) GetMaxConcurrentSeqs() int64 {
 }
 
 // PlaceResponse answers PlaceRequest: the layouts that fit, best first
-// (fewest GPUs, then fewest nodes, then most KV tokens); empty when
-// nothing fits.
+// (fewest GPUs, then fewest nodes, then most KV tokens), empty when
+// nothing fits; answered_by is the node whose placement grain computed
+// them, from its view of the cluster.
 type PlaceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Placements    []*Placement           `protobuf:"bytes,1,rep,name=placements,proto3" json:"placements,omitempty"`
 	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	AnsweredBy    *NodeRef               `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1553,6 +1710,66 @@ func (x *PlaceResponse) GetError() *Error {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *PlaceResponse) GetAnsweredBy() *NodeRef {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return nil
+}
+
+// NodeRef names one node: its member id and its remote address.
+type NodeRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRef) Reset() {
+	*x = NodeRef{}
+	mi := &file_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRef) ProtoMessage() {}
+
+func (x *NodeRef) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRef.ProtoReflect.Descriptor instead.
+func (*NodeRef) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *NodeRef) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *NodeRef) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
 }
 
 var File_node_proto protoreflect.FileDescriptor
@@ -1636,7 +1853,7 @@ const file_node_proto_rawDesc = "" +
 	"\x11PreflightResponse\x12\x12\n" +
 	"\x04fits\x18\x01 \x01(\bR\x04fits\x12'\n" +
 	"\x0favailable_bytes\x18\x02 \x01(\x03R\x0eavailableBytes\x12-\n" +
-	"\x05error\x18\x03 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\"\xba\x02\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\"\xe6\a\n" +
 	"\fPlaceRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12(\n" +
@@ -1645,7 +1862,31 @@ const file_node_proto_rawDesc = "" +
 	"\x16gpu_memory_utilization\x18\x04 \x01(\x01R\x14gpuMemoryUtilization\x12!\n" +
 	"\fweight_dtype\x18\x05 \x01(\tR\vweightDtype\x120\n" +
 	"\x14tensor_parallel_size\x18\x06 \x01(\x03R\x12tensorParallelSize\x124\n" +
-	"\x16pipeline_parallel_size\x18\a \x01(\x03R\x14pipelineParallelSize\"X\n" +
+	"\x16pipeline_parallel_size\x18\a \x01(\x03R\x14pipelineParallelSize\x12\"\n" +
+	"\rkv_block_size\x18\b \x01(\x03R\vkvBlockSize\x12$\n" +
+	"\x0emax_batch_size\x18\t \x01(\x03R\fmaxBatchSize\x12\x18\n" +
+	"\x05k_max\x18\n" +
+	" \x01(\x03H\x00R\x04kMax\x88\x01\x01\x12\"\n" +
+	"\rlora_max_rank\x18\v \x01(\x03R\vloraMaxRank\x12\x1f\n" +
+	"\vfp8_rowwise\x18\f \x01(\bR\n" +
+	"fp8Rowwise\x12\x1d\n" +
+	"\n" +
+	"q2_prefill\x18\r \x01(\bR\tq2Prefill\x12\x1f\n" +
+	"\vlogits_rows\x18\x0e \x01(\tR\n" +
+	"logitsRows\x12$\n" +
+	"\x0ekv_cache_dtype\x18\x0f \x01(\tR\fkvCacheDtype\x121\n" +
+	"\x15mamba_ssm_cache_dtype\x18\x10 \x01(\tR\x12mambaSsmCacheDtype\x122\n" +
+	"\x16allow_long_max_seq_len\x18\x11 \x01(\bR\x12allowLongMaxSeqLen\x12(\n" +
+	"\rreserve_bytes\x18\x12 \x01(\x03H\x01R\freserveBytes\x88\x01\x01\x12+\n" +
+	"\x11utilization_scope\x18\x13 \x01(\tR\x10utilizationScope\x12%\n" +
+	"\x0esampler_warmup\x18\x14 \x01(\tR\rsamplerWarmup\x12\x1f\n" +
+	"\vinclude_mtp\x18\x15 \x01(\bR\n" +
+	"includeMtp\x12'\n" +
+	"\x0fexclude_weights\x18\x16 \x01(\bR\x0eexcludeWeights\x12+\n" +
+	"\x11checkpoint_layout\x18\x17 \x01(\bR\x10checkpointLayout\x12#\n" +
+	"\rmxfp4_backend\x18\x18 \x01(\tR\fmxfp4BackendB\b\n" +
+	"\x06_k_maxB\x10\n" +
+	"\x0e_reserve_bytes\"X\n" +
 	"\x05Stage\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x18\n" +
@@ -1657,12 +1898,17 @@ const file_node_proto_rawDesc = "" +
 	"\x04gpus\x18\x04 \x01(\x03R\x04gpus\x12\x1b\n" +
 	"\tkv_blocks\x18\x05 \x01(\x03R\bkvBlocks\x12\x1b\n" +
 	"\tkv_tokens\x18\x06 \x01(\x03R\bkvTokens\x12.\n" +
-	"\x13max_concurrent_seqs\x18\a \x01(\x03R\x11maxConcurrentSeqs\"{\n" +
+	"\x13max_concurrent_seqs\x18\a \x01(\x03R\x11maxConcurrentSeqs\"\xb7\x01\n" +
 	"\rPlaceResponse\x12;\n" +
 	"\n" +
 	"placements\x18\x01 \x03(\v2\x1b.gpuarena.node.v1.PlacementR\n" +
 	"placements\x12-\n" +
-	"\x05error\x18\x02 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error*\x8c\x02\n" +
+	"\x05error\x18\x02 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\x12:\n" +
+	"\vanswered_by\x18\x03 \x01(\v2\x19.gpuarena.node.v1.NodeRefR\n" +
+	"answeredBy\"@\n" +
+	"\aNodeRef\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress*\xa1\x02\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_CODE_OUT_OF_MEMORY\x10\x01\x12\x1f\n" +
@@ -1672,7 +1918,8 @@ const file_node_proto_rawDesc = "" +
 	"\x17ERROR_CODE_KEY_CONFLICT\x10\x05\x12\x15\n" +
 	"\x11ERROR_CODE_CLOSED\x10\x06\x12\x1e\n" +
 	"\x1aERROR_CODE_UNKNOWN_MESSAGE\x10\a\x12\x17\n" +
-	"\x13ERROR_CODE_INTERNAL\x10\bB.Z,github.com/gpuarena/gpuarena/internal/nodepbb\x06proto3"
+	"\x13ERROR_CODE_INTERNAL\x10\b\x12\x13\n" +
+	"\x0fERROR_CODE_BUSY\x10\tB.Z,github.com/gpuarena/gpuarena/internal/nodepbb\x06proto3"
 
 var (
 	file_node_proto_rawDescOnce sync.Once
@@ -1687,7 +1934,7 @@ func file_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_node_proto_goTypes = []any{
 	(ErrorCode)(0),                   // 0: gpuarena.node.v1.ErrorCode
 	(*Error)(nil),                    // 1: gpuarena.node.v1.Error
@@ -1713,6 +1960,7 @@ var file_node_proto_goTypes = []any{
 	(*Stage)(nil),                    // 21: gpuarena.node.v1.Stage
 	(*Placement)(nil),                // 22: gpuarena.node.v1.Placement
 	(*PlaceResponse)(nil),            // 23: gpuarena.node.v1.PlaceResponse
+	(*NodeRef)(nil),                  // 24: gpuarena.node.v1.NodeRef
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: gpuarena.node.v1.Error.code:type_name -> gpuarena.node.v1.ErrorCode
@@ -1731,11 +1979,12 @@ var file_node_proto_depIdxs = []int32{
 	21, // 13: gpuarena.node.v1.Placement.stages:type_name -> gpuarena.node.v1.Stage
 	22, // 14: gpuarena.node.v1.PlaceResponse.placements:type_name -> gpuarena.node.v1.Placement
 	1,  // 15: gpuarena.node.v1.PlaceResponse.error:type_name -> gpuarena.node.v1.Error
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	24, // 16: gpuarena.node.v1.PlaceResponse.answered_by:type_name -> gpuarena.node.v1.NodeRef
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -1743,13 +1992,14 @@ func file_node_proto_init() {
 	if File_node_proto != nil {
 		return
 	}
+	file_node_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,7 +1,6 @@
 package serving
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -13,9 +12,9 @@ import (
 var ErrTooLong = errors.New("serving: request longer than the limit")
 
 // LengthError is a request Live.Add refused for its length: its prompt and
-// max_tokens together pass Limit, min(max_batch_tokens, max_seq_len) (a
-// preempted sequence is computed again whole in one step, so it must fit
-// one step's token budget).
+// max_tokens together pass Limit, max_seq_len. (A prompt longer than
+// max_batch_tokens is prefilled in chunks over several steps, so the step's
+// token budget does not limit a request.)
 type LengthError struct {
 	// PromptTokens and MaxTokens are what the request asked; Limit the most
 	// their sum may be.
@@ -24,7 +23,7 @@ type LengthError struct {
 
 // Error says what was asked and the limit.
 func (e *LengthError) Error() string {
-	return fmt.Sprintf("%d prompt tokens + %d max_tokens = %d tokens, more than the limit of %d (min(max_batch_tokens, max_seq_len))",
+	return fmt.Sprintf("%d prompt tokens + %d max_tokens = %d tokens, more than the limit of %d (max_seq_len)",
 		e.PromptTokens, e.MaxTokens, e.PromptTokens+e.MaxTokens, e.Limit)
 }
 
@@ -50,27 +49,42 @@ type BatchSeq struct {
 	// after each preemption).
 	Key Key
 	Seq kvcache.SeqID
-	// Tokens are the token ids the forward computes: a decode step's last
-	// sampled token, or an admission's prompt (and, after a preemption,
-	// the tokens it had generated) past its CachedTokens.
+	// Tokens are the token ids the forward computes for the sequence this
+	// step, the only ones whose KV it writes: a decode's last sampled
+	// token, or a prefill chunk (the next part of its prompt — after a
+	// preemption, of its prompt and the tokens it had generated — past
+	// what the pool already holds: CachedTokens for an admission).
 	Tokens []int32
-	// Pos is the position of Tokens[0] in the sequence; the forward
-	// samples the next token after position Pos + len(Tokens) − 1.
+	// Pos is the position of Tokens[0] in the sequence; the step's last
+	// position is Pos + len(Tokens) − 1.
 	Pos int
 	// CachedTokens is how many prompt tokens of an admission the prefix
-	// cache held (0 for a decode step).
+	// cache held (0 for a running sequence).
 	CachedTokens int
+	// Sample is whether the step samples the sequence's next token, after
+	// its last position: a decode, or the chunk that ends its prompt. A
+	// chunk that leaves part of the prompt for later samples nothing (vLLM
+	// discards the token its model runner samples for a partial prefill:
+	// vllm/v1/worker/gpu_model_runner.py, discard_request_indices).
+	Sample bool
+
+	q *liveSeq // the request's state, for Commit
 }
 
-// Batch is one scheduled step: the sequences the forward computes, oldest
-// admission first, and what the step did.
+// Batch is one scheduled step: the sequences the forward computes and
+// what the step did. Its slices are the scheduler's, valid until the next
+// Schedule.
 type Batch struct {
-	// Seqs is the batch (at most max_batch_size; their Tokens together at
-	// most max_batch_tokens).
+	// Seqs is the batch, at most max_batch_size sequences: the running
+	// sequences that decode (oldest admission first), then the running
+	// ones whose prompts are being prefilled, then this step's admissions.
 	Seqs []BatchSeq
+	// Tokens is the tokens the forward computes, the sum of the Seqs'
+	// len(Tokens): at most max_batch_tokens.
+	Tokens int
 	// Freed is the requests whose blocks this step gave back (finished or
-	// cancelled); Unservable the requests refused because they need more
-	// blocks than the whole pool has (they are dropped).
+	// cancelled); Unservable the requests dropped because the whole pool
+	// cannot hold them.
 	Freed, Unservable []Key
 	// Counts is each group's blocks after the step.
 	Counts []kvcache.GroupCounts
@@ -89,25 +103,52 @@ type Output struct {
 
 // liveSeq is one live request while it is waiting or running.
 type liveSeq struct {
-	key       Key
-	id        kvcache.SeqID
-	prompt    []int32
+	key Key
+	id  kvcache.SeqID
+	// tokens is the prompt, then the tokens sampled so far.
+	tokens    []int32
+	promptLen int
 	maxTokens int
-	output    []int32 // sampled so far
-	running   bool
+	// computed is how many of tokens the pool holds (their KV computed, or
+	// computed by the step being run); 0 while waiting.
+	computed int
+	// running is set while q is in Live.running: not cancelled, finished
+	// or preempted.
+	running bool
 }
 
-// Live is a continuous-batching scheduler for requests that arrive while
-// it runs, as an inference server sees them: Add and Cancel at any time
-// between steps, then each step Schedule (one kvcache.Step through the KV
-// block pool: frees, one appended token per running sequence, admissions
-// while max_batch_size, max_batch_tokens and the blocks allow, preemption
-// of the newest sequence by recompute when an append finds the pool
-// exhausted), the caller's forward over the Batch, and Commit of the
-// tokens it sampled. It is Scheduler's policy (vLLM's v1 scheduler,
-// vllm/v1/core/sched/scheduler.py, schedule(), without chunked prefill)
-// with the tokens coming from the forward instead of a trace. It is not
-// safe for concurrent use: one goroutine owns it.
+// generated is how many tokens q has sampled.
+func (q *liveSeq) generated() int { return len(q.tokens) - q.promptLen }
+
+// Live is a continuous-batching scheduler with chunked prefill for
+// requests that arrive while it runs, as an inference server sees them:
+// Add and Cancel at any time between steps, then each step Schedule (one
+// kvcache.Step through the KV block pool), the caller's forward over the
+// Batch, and Commit of the tokens it sampled. It is not safe for
+// concurrent use: one goroutine owns it.
+//
+// A step follows vLLM's v1 scheduler (vllm/v1/core/sched/scheduler.py,
+// schedule()) under a budget of max_batch_tokens tokens: the running
+// sequences that decode first, one token each; then the running sequences
+// still prefilling, oldest first, each a chunk of what is left of its
+// prompt, as much as the budget allows; then waiting requests while
+// max_batch_size and the budget allow, each with the first chunk of its
+// prompt past its cached prefix. A prompt longer than the budget is thus
+// prefilled over several steps and samples its first token in the step
+// that computes its last chunk; decodes never wait behind a long prompt.
+// Frees come first (finished or cancelled sequences), and an append the
+// pool refuses for exhaustion preempts the newest sequence by recompute.
+//
+// Blocks are taken per chunk, as vLLM does: an admission takes blocks for
+// its cached prefix and its first chunk (kvcache.Admit.MaxNewTokens, which
+// still looks the prefix up over the whole prompt), later chunks by
+// kvcache.Append. So the pool holds, and caches as prefixes, only blocks
+// whose KV is computed by the time the step's forward ends — a prompt
+// preempted halfway leaves no cached block of tokens never computed — and
+// the block tables a step writes cover exactly the tokens computed so far.
+// Taking the whole prompt's blocks at admission would be simpler, but it
+// would cache blocks before their KV exists and hold blocks a long prompt
+// does not need yet.
 type Live struct {
 	opts      Options
 	limit     int
@@ -117,6 +158,7 @@ type Live struct {
 	running   []*liveSeq // admission order
 	finishing []*liveSeq // finished or cancelled running sequences, freed at the next step
 	stats     Stats
+	scratch   stepScratch
 }
 
 // NewLive returns a Live scheduler under opts. Errors: an option below 1,
@@ -125,11 +167,12 @@ func NewLive(opts Options) (*Live, error) {
 	if opts.MaxBatchSize < 1 || opts.MaxBatchTokens < 1 || opts.MaxSeqLen < 1 || opts.Vocab < 1 {
 		return nil, fmt.Errorf("%w: max_batch_size %d, max_batch_tokens %d, max_seq_len %d, vocab %d: each must be ≥ 1", ErrInvalidTrace, opts.MaxBatchSize, opts.MaxBatchTokens, opts.MaxSeqLen, opts.Vocab)
 	}
-	return &Live{opts: opts, limit: min(opts.MaxBatchTokens, opts.MaxSeqLen), seqs: map[Key]*liveSeq{}}, nil
+	return &Live{opts: opts, limit: opts.MaxSeqLen, seqs: map[Key]*liveSeq{}, scratch: stepScratch{refused: map[kvcache.SeqID]bool{}}}, nil
 }
 
 // Limit is the most tokens (prompt + max_tokens) one request may have:
-// min(max_batch_tokens, max_seq_len).
+// max_seq_len. A server also bounds it by what its KV cache holds: a
+// request the whole pool cannot hold is dropped as Unservable.
 func (s *Live) Limit() int { return s.limit }
 
 // Add queues a request behind those waiting. Errors: a *LengthError
@@ -139,7 +182,7 @@ func (s *Live) Add(k Key, r LiveRequest) error {
 	switch {
 	case len(r.Prompt) < 1 || r.MaxTokens < 1:
 		return fmt.Errorf("serving: request %d: %d prompt tokens, max_tokens %d: both must be ≥ 1", k, len(r.Prompt), r.MaxTokens)
-	case len(r.Prompt)+r.MaxTokens > s.limit:
+	case r.MaxTokens > s.limit || len(r.Prompt) > s.limit-r.MaxTokens:
 		return &LengthError{PromptTokens: len(r.Prompt), MaxTokens: r.MaxTokens, Limit: s.limit}
 	case s.seqs[k] != nil:
 		return fmt.Errorf("serving: request %d is already live", k)
@@ -149,7 +192,9 @@ func (s *Live) Add(k Key, r LiveRequest) error {
 			return fmt.Errorf("serving: request %d: prompt token %d is %d, outside [0, vocab %d)", k, i, t, s.opts.Vocab)
 		}
 	}
-	q := &liveSeq{key: k, prompt: append([]int32(nil), r.Prompt...), maxTokens: r.MaxTokens}
+	tokens := make([]int32, len(r.Prompt), len(r.Prompt)+min(r.MaxTokens, 256))
+	copy(tokens, r.Prompt)
+	q := &liveSeq{key: k, tokens: tokens, promptLen: len(r.Prompt), maxTokens: r.MaxTokens}
 	s.seqs[k] = q
 	s.waiting = append(s.waiting, q)
 	return nil
@@ -165,6 +210,7 @@ func (s *Live) Cancel(k Key) bool {
 	}
 	delete(s.seqs, k)
 	if q.running {
+		q.running = false
 		s.running = removeSeq(s.running, q)
 		s.finishing = append(s.finishing, q)
 		return true
@@ -182,145 +228,46 @@ func (s *Live) Idle() bool {
 // Waiting and Running are the requests queued and in the batch now.
 func (s *Live) Waiting() int { return len(s.waiting) }
 
-// Running is the sequences holding blocks and generating.
+// Running is the sequences holding blocks: decoding, or prefilling.
 func (s *Live) Running() int { return len(s.running) }
 
 // Stats returns the counts so far (Finished counts requests that reached
-// MaxTokens; cancelled ones are not counted).
+// MaxTokens; cancelled ones are not counted). PeakUsedBlocks is the
+// scheduler's own slice: copy it to keep it.
 func (s *Live) Stats() Stats { return s.stats }
 
-// Schedule runs the scheduling half of one step (see Live) and returns the
-// batch the forward computes. Commit must follow before the next Schedule.
-// Errors: kv's, or a refusal other than exhaustion (a scheduler bug),
-// wrapped with the step; on an error the scheduler's state is undefined.
-func (s *Live) Schedule(ctx context.Context, kv KV) (Batch, error) {
-	var b Batch
-	st := kvcache.Step{}
-	for _, q := range s.finishing {
-		st.Free = append(st.Free, q.id)
-		b.Freed = append(b.Freed, q.key)
-	}
-	s.finishing = nil
-	for _, q := range s.running {
-		st.Append = append(st.Append, kvcache.Append{Seq: q.id, Tokens: []int32{q.output[len(q.output)-1]}})
-	}
-	budget := s.opts.MaxBatchTokens - len(st.Append)
-	var admitting []*liveSeq
-	for _, q := range s.waiting {
-		if len(s.running)+len(admitting) >= s.opts.MaxBatchSize {
-			break
-		}
-		ids := q.ids()
-		if len(ids) > budget {
-			break
-		}
-		budget -= len(ids)
-		s.nextID++
-		q.id = s.nextID
-		st.Admit = append(st.Admit, kvcache.Admit{Seq: q.id, Tokens: ids})
-		admitting = append(admitting, q)
-	}
-	s.waiting = s.waiting[len(admitting):]
-	res, err := s.stats.apply(ctx, kv, st, s.stats.Steps)
-	if err != nil {
-		return b, err
-	}
-	refusedAppend := map[kvcache.SeqID]bool{}
-	refusedAdmit := map[int]bool{}
-	for _, e := range res.Errors {
-		if !errors.Is(e.Err, kvcache.ErrExhausted) {
-			return b, fmt.Errorf("step %d: %s %d refused: %w", s.stats.Steps, e.Op, e.Index, e.Err)
-		}
-		if e.Op == kvcache.OpAppend {
-			refusedAppend[st.Append[e.Index].Seq] = true
-		} else {
-			refusedAdmit[e.Index] = true
-		}
-	}
-	var back []*liveSeq
-	cached := map[*liveSeq]int{}
-	for i, q := range admitting {
-		if refusedAdmit[i] {
-			back = append(back, q)
-			continue
-		}
-		s.stats.Admitted++
-		s.stats.PrefillTokens += len(st.Admit[i].Tokens)
-		s.stats.CachedTokens += res.CachedTokens[i]
-		cached[q] = res.CachedTokens[i]
-		q.running = true
-		s.running = append(s.running, q)
-	}
-	if len(back) > 0 && len(s.running) == 0 && len(st.Free) == 0 {
-		// Nothing holds a block and nothing will free one: the request at
-		// the head can never be admitted.
-		delete(s.seqs, back[0].key)
-		b.Unservable = append(b.Unservable, back[0].key)
-		back = back[1:]
-	}
-	s.waiting = append(back, s.waiting...)
-	before := s.stats.Preemptions
-	victim := func() kvcache.SeqID {
-		q := s.running[len(s.running)-1]
-		s.running = s.running[:len(s.running)-1]
-		q.running = false
-		s.waiting = append([]*liveSeq{q}, s.waiting...)
-		return q.id
-	}
-	if res, err = s.stats.preempt(ctx, kv, s.stats.Steps, st.Append, refusedAppend, res, victim); err != nil {
-		return b, err
-	}
-	b.Preemptions = s.stats.Preemptions - before
-	for _, q := range s.running {
-		bs := BatchSeq{Key: q.key, Seq: q.id}
-		if c, ok := cached[q]; ok {
-			ids := q.ids()
-			from := min(c, len(ids)-1) // the last token is computed to sample the next
-			bs.Tokens, bs.Pos, bs.CachedTokens = ids[from:], from, c
-		} else {
-			bs.Tokens, bs.Pos = q.output[len(q.output)-1:], len(q.prompt)+len(q.output)-1
-			s.stats.DecodeTokens++
-		}
-		b.Seqs = append(b.Seqs, bs)
-	}
-	b.Counts = res.Counts
-	s.stats.note(res.Counts)
-	s.stats.Steps++
-	return b, nil
-}
-
-// Commit takes the tokens the forward sampled, one per b.Seqs in order,
-// and returns each request's output; a request that reached its MaxTokens
-// is finished and freed at the next Schedule. Errors: a token count other
-// than len(b.Seqs).
+// Commit takes the tokens the forward sampled, one per b.Seqs in order
+// (those of sequences that do not Sample are ignored), and returns each
+// sampling request's output; a request that reached its MaxTokens is
+// finished and freed at the next Schedule. The returned slice is reused
+// by the next Commit. Errors: a token count other than len(b.Seqs).
 func (s *Live) Commit(b Batch, tokens []int32) ([]Output, error) {
 	if len(tokens) != len(b.Seqs) {
 		return nil, fmt.Errorf("serving: commit of %d tokens for a batch of %d", len(tokens), len(b.Seqs))
 	}
-	out := make([]Output, 0, len(tokens))
+	out := s.scratch.outputs[:0]
 	for i, bs := range b.Seqs {
-		q := s.seqs[bs.Key]
-		if q == nil || q.id != bs.Seq || !q.running {
-			continue // cancelled while the forward ran
+		if !bs.Sample {
+			continue
 		}
-		q.output = append(q.output, tokens[i])
+		q := bs.q
+		if q == nil || q.id != bs.Seq || !q.running {
+			continue // cancelled while the forward ran, or not this scheduler's
+		}
+		q.tokens = append(q.tokens, tokens[i])
 		o := Output{Key: bs.Key, Token: tokens[i]}
-		if len(q.output) >= q.maxTokens {
+		if q.generated() >= q.maxTokens {
 			o.Finished = true
 			s.stats.Finished++
 			delete(s.seqs, q.key)
+			q.running = false
 			s.running = removeSeq(s.running, q)
 			s.finishing = append(s.finishing, q)
 		}
 		out = append(out, o)
 	}
+	s.scratch.outputs = out
 	return out, nil
-}
-
-// ids is what an admission of q computes: its prompt and, after a
-// preemption, the tokens it had generated (recompute).
-func (q *liveSeq) ids() []int32 {
-	return append(append(make([]int32, 0, len(q.prompt)+len(q.output)), q.prompt...), q.output...)
 }
 
 // removeSeq removes q from list, keeping the order.

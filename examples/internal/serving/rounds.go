@@ -38,9 +38,11 @@ func (st *Stats) note(counts []kvcache.GroupCounts) {
 // again from its prompt and what it generated (the refused append is part
 // of that), and returns its id; that sequence is freed and the refused
 // appends are sent again — the refused one itself when it is the newest.
-// It returns the last round's result. Errors: kv's, or a refusal other
-// than an append's exhaustion (a scheduler bug).
-func (st *Stats) preempt(ctx context.Context, kv KV, step int, appends []kvcache.Append, refused map[kvcache.SeqID]bool, res kvcache.StepResult, victim func() kvcache.SeqID) (kvcache.StepResult, error) {
+// Each round asks for tables() when tables is not nil (the batch's block
+// tables as that round leaves them, the victims left out). It returns the
+// last round's result. Errors: kv's, or a refusal other than an append's
+// exhaustion (a scheduler bug).
+func (st *Stats) preempt(ctx context.Context, kv KV, step int, appends []kvcache.Append, refused map[kvcache.SeqID]bool, res kvcache.StepResult, victim func() kvcache.SeqID, tables func() *kvcache.TableRequest) (kvcache.StepResult, error) {
 	for len(refused) > 0 {
 		id := victim()
 		delete(refused, id)
@@ -50,6 +52,9 @@ func (st *Stats) preempt(ctx context.Context, kv KV, step int, appends []kvcache
 			if refused[a.Seq] {
 				retry.Append = append(retry.Append, a)
 			}
+		}
+		if tables != nil {
+			retry.Tables = tables()
 		}
 		var err error
 		if res, err = st.apply(ctx, kv, retry, step); err != nil {

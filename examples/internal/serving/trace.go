@@ -39,11 +39,11 @@ type Trace struct {
 // trace that cannot be served.
 var ErrInvalidTrace = errors.New("serving: invalid trace")
 
-// Validate checks every request against the limits it will be served with:
-// a prompt of at most maxPromptTokens (the step's token budget: prompts
-// are prefilled whole) and a sequence (prompt + output) of at most
-// maxSeqLen tokens. Errors wrap ErrInvalidTrace and name the request.
-func (t *Trace) Validate(maxPromptTokens, maxSeqLen int) error {
+// Validate checks every request against the limit it will be served with:
+// a sequence (prompt + output) of at most maxSeqLen tokens (a prompt
+// longer than max_batch_tokens is prefilled in chunks). Errors wrap
+// ErrInvalidTrace and name the request.
+func (t *Trace) Validate(maxSeqLen int) error {
 	seen := make(map[string]bool, len(t.Requests))
 	last := 0
 	for i, r := range t.Requests {
@@ -59,8 +59,6 @@ func (t *Trace) Validate(maxPromptTokens, maxSeqLen int) error {
 			return bad("prompt_tokens %d and output_tokens %d must be ≥ 1", r.PromptTokens, r.OutputTokens)
 		case r.PrefixTokens < 0 || r.PrefixTokens > r.PromptTokens || (r.PrefixTokens > 0) != (r.Prefix != ""):
 			return bad("prefix_tokens %d must be in [0, prompt_tokens %d], and > 0 exactly when prefix is named", r.PrefixTokens, r.PromptTokens)
-		case r.PromptTokens > maxPromptTokens:
-			return bad("prompt_tokens %d > %d, the step's token budget (max_batch_tokens): prompts are prefilled whole", r.PromptTokens, maxPromptTokens)
 		case r.PromptTokens+r.OutputTokens > maxSeqLen:
 			return bad("prompt_tokens + output_tokens = %d > max_seq_len %d", r.PromptTokens+r.OutputTokens, maxSeqLen)
 		}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpuarena/gpuarena/examples/configs"
+)
+
+// defaultRunConfig is the built-in config (configs.FS) run and soak plan
+// when --config is not given: Qwen3-0.6B, which run generates a checkpoint
+// of and serves (see runLong).
+const defaultRunConfig = "qwen3-0.6b.json"
+
+// builtinConfigDir writes the built-in configs (configs.FS: every
+// examples/configs/*.json) into a new temporary folder, for the commands
+// whose defaults read files by path, and returns it with a function that
+// removes it.
+func builtinConfigDir() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "arenactl-configs-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove := func() { os.RemoveAll(dir) }
+	if err := os.CopyFS(dir, configs.FS); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("write the built-in configs: %w", err)
+	}
+	return dir, remove, nil
+}
+
+// useBuiltinConfig makes --config (registered by planFlags.register)
+// default to the built-in defaultRunConfig: it shows no path as its
+// default, since none exists outside the repository; the command calls
+// builtinRunConfig when the flag is not given.
+func useBuiltinConfig(fs *pflag.FlagSet, p *planFlags) {
+	f := fs.Lookup("config")
+	p.config, f.DefValue = "", ""
+	f.Usage += " (default: the built-in Qwen3-0.6B config, examples/configs/" + defaultRunConfig + ")"
+}
+
+// builtinRunConfig writes the built-in defaultRunConfig into a new
+// temporary folder and returns its path with a function that removes the
+// folder.
+func builtinRunConfig() (string, func(), error) {
+	data, err := configs.FS.ReadFile(defaultRunConfig)
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "arenactl-config-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove := func() { os.RemoveAll(dir) }
+	path := filepath.Join(dir, defaultRunConfig)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("write the built-in config: %w", err)
+	}
+	return path, remove, nil
+}

@@ -35,6 +35,26 @@ func fileSlice(t *testing.T, ck *checkpoint.Checkpoint, s arena.TensorShard) []b
 	return out
 }
 
+// deviceTensors reads every tensor of w back from m's device (m's arena
+// built: Forward needs one), by name.
+func deviceTensors(t *testing.T, m *gpuarena.Manager, w *device.Weights) map[string][]byte {
+	t.Helper()
+	got := map[string][]byte{}
+	if _, err := m.Forward(context.Background(), func(_ *device.Arena, dev device.Device) error {
+		for _, wt := range w.Tensors {
+			buf := make([]byte, wt.Bytes)
+			if err := dev.CopyDtoH(buf, wt.Ptr); err != nil {
+				return err
+			}
+			got[wt.Name] = buf
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 // Every rank of a 2- and 4-device group holds exactly its slice of every
 // tensor of one generated checkpoint (a Gated DeltaNet's and a Mamba-2
 // mixer's sections too), and its ledger exactly its shard's pooled bytes.
@@ -106,20 +126,7 @@ func TestGroupLoadWeightsSharded(t *testing.T) {
 				if got := ledgers[r].BytesByOwner()[device.WeightsOwner]; got != pooled {
 					t.Errorf("rank %d: ledger holds %d B of weights, want %d", r, got, pooled)
 				}
-				got := map[string][]byte{}
-				_, err = g.Rank(r).Forward(context.Background(), func(_ *device.Arena, dev device.Device) error {
-					for _, wt := range ws[r].Tensors {
-						buf := make([]byte, wt.Bytes)
-						if err := dev.CopyDtoH(buf, wt.Ptr); err != nil {
-							return err
-						}
-						got[wt.Name] = buf
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				got := deviceTensors(t, g.Rank(r), ws[r])
 				held := 0
 				for _, s := range shards {
 					if s.Kind == arena.ShardAbsent {

@@ -9,7 +9,6 @@ import (
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/checkpoint"
-	"github.com/gpuarena/gpuarena/device"
 	"github.com/gpuarena/gpuarena/internal/modelgen"
 )
 
@@ -67,19 +66,7 @@ func TestLoadWeightsRank(t *testing.T) {
 	if _, err := m.BuildArena(ctx, plans(1)[0]); err != nil { // Forward needs one
 		t.Fatal(err)
 	}
-	got := map[string][]byte{}
-	if _, err := m.Forward(ctx, func(_ *device.Arena, dev device.Device) error {
-		for _, wt := range w.Tensors {
-			buf := make([]byte, wt.Bytes)
-			if err := dev.CopyDtoH(buf, wt.Ptr); err != nil {
-				return err
-			}
-			got[wt.Name] = buf
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	got := deviceTensors(t, m, w)
 	for _, s := range shards {
 		b, ok := got[s.Name]
 		switch {

@@ -123,11 +123,7 @@ func fitRanks(cfg *ModelConfig, opts Options, layout ParallelLayout, devs []Devi
 		return nil, &OptionError{Option: "checkpoint_weight_bytes", Value: n,
 			Reason: "a checkpoint's sizes are per model, not per rank: on more than one GPU the weights are sized by estimate"}
 	}
-	o, err := fo.resolve()
-	if err != nil {
-		return nil, err
-	}
-	ranks, err := PlanRanks(cfg, opts, o.weights, l)
+	o, ranks, err := planLayout(cfg, opts, l, fo)
 	if err != nil {
 		return nil, err
 	}
@@ -267,13 +263,20 @@ func FitRank(cfg *ModelConfig, opts Options, layout ParallelLayout, rank int64, 
 		return nil, err
 	}
 	fo.CheckpointPooledTensorBytes = pooledTensorBytes
-	o, err := fo.resolve()
-	if err != nil {
-		return nil, err
-	}
-	ranks, err := PlanRanks(cfg, opts, o.weights, l)
+	o, ranks, err := planLayout(cfg, opts, l, fo)
 	if err != nil {
 		return nil, err
 	}
 	return fitRank(ranks[rank], cfg, dev, o, fo, n)
+}
+
+// planLayout resolves fo and plans every rank of layout l under it.
+// Errors: FitOptions' and PlanRanks'.
+func planLayout(cfg *ModelConfig, opts Options, l ParallelLayout, fo FitOptions) (fitParams, []RankPlan, error) {
+	o, err := fo.resolve()
+	if err != nil {
+		return o, nil, err
+	}
+	ranks, err := PlanRanks(cfg, opts, o.weights, l)
+	return o, ranks, err
 }

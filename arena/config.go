@@ -2,6 +2,7 @@ package arena
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 )
 
@@ -238,6 +239,13 @@ type DeepSeekV4Config struct {
 	CompressRatios []int64
 }
 
+// looksLikeSafetensors reports whether data begins as a safetensors file
+// does: an 8-byte little-endian header length that fits the data, then the
+// header's '{'.
+func looksLikeSafetensors(data []byte) bool {
+	return len(data) > 9 && data[8] == '{' && binary.LittleEndian.Uint64(data[:8]) <= uint64(len(data)-8)
+}
+
 // ParseConfig parses and validates a Hugging Face config.json. Every problem
 // is a *ConfigError naming the field and its value, wrapping ErrInvalidConfig:
 // empty input, not a JSON object, a required size missing, zero or negative,
@@ -261,6 +269,9 @@ func ParseConfig(data []byte) (*ModelConfig, error) {
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(data, &obj); err != nil {
+		if looksLikeSafetensors(data) {
+			return nil, &ConfigError{Reason: "a safetensors file, not a config.json: give the config, or the model folder that holds both", Err: err}
+		}
 		return nil, &ConfigError{Reason: "not a JSON object: " + err.Error(), Err: err}
 	}
 	if obj == nil {

@@ -65,6 +65,7 @@ func parseIndex(p string, data []byte) (*index, error) {
 	}
 	ix := &index{}
 	seen := make(map[string]bool)
+	config := false // a model_type or architectures key: a config.json
 	for first := true; w.next('}', first); first = false {
 		key := w.key()
 		if seen[key] {
@@ -80,9 +81,15 @@ func parseIndex(p string, data []byte) (*index, error) {
 			if err := w.indexMetadata(ix); err != nil {
 				return nil, err
 			}
+		case "model_type", "architectures":
+			config = true
+			w.skip()
 		default:
 			w.skip()
 		}
+	}
+	if ix.weightMap == nil && config {
+		return nil, fail(ErrBadIndex, p, "", "this is a model's config.json, not a checkpoint's index (no weight_map): give the model folder, which holds both")
 	}
 	if ix.weightMap == nil {
 		return nil, fail(ErrBadIndex, p, "", "the index has no weight_map (the map of tensor name to shard file)")

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/examples/configs"
 )
 
@@ -61,4 +65,28 @@ func builtinRunConfig() (string, func(), error) {
 		return "", nil, fmt.Errorf("write the built-in config: %w", err)
 	}
 	return path, remove, nil
+}
+
+// loadConfig reads the config at path (arena.LoadConfig). A path that does
+// not exist but names a built-in config — "llama-3.1-8b",
+// "llama-3.1-8b.json" or "examples/configs/llama-3.1-8b.json" — reads the
+// built-in one (configs.FS), so the example configs work from any
+// directory. Errors: arena.LoadConfig's.
+func loadConfig(path string) (*arena.ModelConfig, error) {
+	cfg, err := arena.LoadConfig(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return cfg, err
+	}
+	if dir := filepath.Dir(filepath.Clean(path)); dir != "." && dir != filepath.Join("examples", "configs") {
+		return nil, err
+	}
+	name := filepath.Base(path)
+	if !strings.HasSuffix(name, ".json") {
+		name += ".json"
+	}
+	data, ferr := configs.FS.ReadFile(name)
+	if ferr != nil {
+		return nil, err
+	}
+	return arena.ParseConfig(data)
 }

@@ -19,16 +19,21 @@ node") through one of its nodes, --cluster HOST:PORT (a node's --listen
 address), over protoactor-go's remote (gRPC).
 
   inventory  every live node's devices as the asked node's gossip has them
+  meminfo    one node's devices: free, total, budget, ledger bytes
   reserve    hold bytes on one device of a node under a key, for a lease
-  renew      extend a reservation's lease
-  release    free a reservation
+  build      deploy a model's pipeline stage on a node's devices (its
+             arenas) under a key, for a lease
+  load       load a deployment's weights from a model folder on its node
+  renew      extend a reservation's or a deployment's lease
+  release    free a reservation or a deployment
 
 A reservation is made on the node that holds the device (--node, default
 --cluster): the node's ledger decides, and a reserve that no longer fits is
 refused with the out-of-memory error and the bytes it had left. Reserving
 again with the same key and arguments returns the same reservation and
 renews it, so a reserve that timed out is retried with its key. A lease not
-renewed within its --ttl is freed by the node.
+renewed within its --ttl is freed by the node. A deployment is keyed and
+leased the same way, and takes devices that hold nothing else.
 
 The nodes answer on --client-listen: loopback by default, so across hosts
 name this host's address there. With nodes on TLS ("arenactl node
@@ -36,7 +41,7 @@ name this host's address there. With nodes on TLS ("arenactl node
 --client-listen host, which the nodes dial to answer) and, for mutual TLS,
 --tls-ca. "arenactl place --cluster" asks where a model fits.
 
-Exit status: 0 on success, 1 when release finds no reservation of the key,
+Exit status: 0 on success, 1 when release finds nothing of the key,
 2 on an error (a refusal, a node not answering).`
 
 // clusterCmd holds the flags of "arenactl cluster" and its subcommands.
@@ -51,14 +56,15 @@ type clusterCmd struct {
 	key    string
 	ttl    time.Duration
 	label  string
+	deploy deployFlags
 }
 
 // newClusterCmd builds "arenactl cluster" and its subcommands.
 func newClusterCmd(a *app) *cobra.Command {
 	c := &clusterCmd{app: a}
 	cmd := &cobra.Command{
-		Use:   "cluster (inventory | reserve | renew | release) --cluster HOST:PORT [flags]",
-		Short: "Ask a running cluster: inventory, reserve, renew and release memory on its nodes",
+		Use:   "cluster (inventory | meminfo | reserve | build | load | renew | release) --cluster HOST:PORT [flags]",
+		Short: "Ask a running cluster: inventory, memory, reserve, deploy, renew and release on its nodes",
 		Long:  clusterLong,
 		Args:  cobra.NoArgs,
 	}
@@ -74,19 +80,28 @@ func newClusterCmd(a *app) *cobra.Command {
 	inv := sub("inventory --cluster HOST:PORT", "Every live node's devices: total, free, budget, used, bytes by owner", "", c.inventory)
 	reserve := sub("reserve --cluster HOST:PORT [--node HOST:PORT] --device D --bytes SIZE --key K [--ttl 30s]",
 		"Reserve bytes on a node's device under a key, for a lease (idempotent by key)", "key,bytes", c.reserve)
-	renew := sub("renew --cluster HOST:PORT [--node HOST:PORT] --key K [--ttl 30s]", "Extend a reservation's lease by --ttl from now", "key", c.renew)
-	release := sub("release --cluster HOST:PORT [--node HOST:PORT] --key K", "Free a reservation (exit 1 when the node holds none of the key)", "key", c.release)
-	for _, s := range []*cobra.Command{reserve, renew, release} {
-		s.Flags().StringVar(&c.node, "node", "", "the node that holds the reservation: its --listen address (default: --cluster)")
-		s.Flags().StringVar(&c.key, "key", "", "the reservation's key, 1 to 256 bytes (required)")
+	renew := sub("renew --cluster HOST:PORT [--node HOST:PORT] --key K [--ttl 30s]", "Extend a reservation's or a deployment's lease by --ttl from now", "key", c.renew)
+	release := sub("release --cluster HOST:PORT [--node HOST:PORT] --key K",
+		"Free a reservation or a deployment (exit 1 when the node holds none of the key)", "key", c.release)
+	meminfo := sub("meminfo --cluster HOST:PORT [--node HOST:PORT] [--device D]", "A node's devices now: free, total, budget, ledger bytes", "", c.meminfo)
+	build := newClusterBuildCmd(c)
+	load := sub("load --cluster HOST:PORT [--node HOST:PORT] --key K --model-dir DIR",
+		"Load a deployment's weights, each device its rank's shard, from a model folder on the node (idempotent)", "key", c.load)
+	for _, s := range []*cobra.Command{reserve, renew, release, build, load, meminfo} {
+		s.Flags().StringVar(&c.node, "node", "", "the node to ask: its --listen address (default: --cluster)")
 	}
-	for _, s := range []*cobra.Command{reserve, renew} {
+	for _, s := range []*cobra.Command{reserve, renew, release, build, load} {
+		s.Flags().StringVar(&c.key, "key", "", "the reservation's or deployment's key, 1 to 256 bytes (required)")
+	}
+	for _, s := range []*cobra.Command{reserve, renew, build} {
 		s.Flags().DurationVar(&c.ttl, "ttl", 30*time.Second, "the lease: the node frees the reservation when it is not renewed within this (100ms to 24h)")
 	}
 	reserve.Flags().Int32Var(&c.device, "device", 0, "the device index on the node")
 	reserve.Flags().Var(&c.bytes, "bytes", "bytes to reserve: a count or a size (1GiB, 512MiB; required)")
 	reserve.Flags().StringVar(&c.label, "label", "", "the ledger label of the allocation (default: reservation)")
-	cmd.AddCommand(inv, reserve, renew, release)
+	meminfo.Flags().Int32Var(&c.deploy.memDev, "device", -1, "the device index on the node (< 0: every device)")
+	load.Flags().StringVar(&c.deploy.modelDir, "model-dir", "", "the model folder (config.json and safetensors) on the node's filesystem (required)")
+	cmd.AddCommand(inv, meminfo, reserve, build, load, renew, release)
 	return cmd
 }
 
@@ -151,11 +166,15 @@ func (c *clusterCmd) reserve(ctx context.Context, client *node.Client, w io.Writ
 	return c.writeReservation(w, "reserved", r)
 }
 
-// renew extends --key's lease on --node by --ttl.
+// renew extends --key's lease on --node by --ttl: a reservation's or a
+// deployment's.
 func (c *clusterCmd) renew(ctx context.Context, client *node.Client, w io.Writer) error {
-	r, err := client.Renew(ctx, c.node, c.key, c.ttl)
+	r, dep, err := client.RenewLease(ctx, c.node, c.key, c.ttl)
 	if err != nil {
 		return err
+	}
+	if dep != nil {
+		return c.writeDeployment(w, "renewed", dep)
 	}
 	return c.writeReservation(w, "renewed", r)
 }
@@ -173,7 +192,7 @@ func (c *clusterCmd) release(ctx context.Context, client *node.Client, w io.Writ
 		fmt.Fprintf(w, "released %q on %s\n", c.key, c.node)
 	}
 	if err == nil && !released {
-		err = negative(fmt.Errorf("%s holds no reservation %q (released, lapsed or never made)", c.node, c.key))
+		err = negative(fmt.Errorf("%s holds no reservation or deployment %q (released, lapsed or never made)", c.node, c.key))
 	}
 	return err
 }

@@ -33,7 +33,7 @@ type planFlags struct {
 // them. --k-max, whose 0 is a value (no speculative decoding), shows
 // arena.DefaultKMax and is passed to arena only when given.
 func (f *planFlags) register(fs *pflag.FlagSet, configDefault string) {
-	usage := "Hugging Face config.json of the model, or the model folder that holds it"
+	usage := "Hugging Face config.json of the model, or the model folder that holds it, or the name of a built-in one (examples/configs: llama-3.1-8b, qwen3-8b, deepseek-v3, …)"
 	if configDefault == "" {
 		usage += " (required)"
 	}
@@ -78,7 +78,7 @@ func (f *planFlags) plan(changed func(string) bool) (*arena.ModelConfig, *arena.
 	f.opts.LogitsRows = arena.LogitsRows(f.logitsRows)
 	f.opts.KVCacheDType = arena.KVCacheDType(f.kvDType)
 	f.opts.MambaSSMCacheDType = arena.SSMCacheDType(f.ssmDType)
-	cfg, err := arena.LoadConfig(f.config)
+	cfg, err := loadConfig(f.config)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpuarena/gpuarena/examples/internal/vllmflags"
 )
 
 // app is what every command shares: the logger the root's --log-level sets up.
@@ -23,6 +25,11 @@ multi-GPU layouts a model fits (place), and runs a node of a cluster of
 hosts and talks to one (node, cluster).
 
 Logs go to stderr (slog text), at --log-level (default warn).
+
+Flags take vLLM's names too: --max-model-len (--max-seq-len),
+--max-num-batched-tokens (--max-batch-tokens), --max-num-seqs
+(--max-batch-size), --block-size (--kv-block-size), --max-lora-rank
+(--lora-max-rank), and underscores for dashes.
 
 Exit status:
   0  success
@@ -51,6 +58,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetGlobalNormalizationFunc(vllmflags.Normalize)
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/examples/internal/serving"
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/modelgen"
 )
@@ -197,6 +198,23 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	if cmd.Flags().Changed("rank") {
 		c.kv = true // the rank's whole share: its KV cache too (run_rank.go)
 	}
+	switch {
+	case c.kvBlocks < 0 || c.kvBlocks == 1:
+		return fmt.Errorf("--kv-blocks %d: must be 0 (all the fit allows) or at least 2 (the pool keeps block 0 back)", c.kvBlocks)
+	case c.requests < 1:
+		return fmt.Errorf("--requests %d: must be at least 1", c.requests)
+	case !c.kv && (c.model != "" || cmd.Flags().Changed("config")): // the default run serves
+		for _, f := range []string{"kv-blocks", "trace", "requests"} {
+			if cmd.Flags().Changed(f) {
+				return fmt.Errorf("--%s serves a trace through the KV cache: add --kv", f)
+			}
+		}
+	}
+	if c.trace != "" { // read now, not after the model is generated and loaded
+		if _, err := serving.Load(c.trace); err != nil {
+			return fmt.Errorf("--trace: %w", err)
+		}
+	}
 	if c.model == "" && !cmd.Flags().Changed("config") {
 		dir, err := os.MkdirTemp("", "arenactl-model-")
 		if err != nil {
@@ -212,18 +230,6 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	}
 	if c.model != "" && !cmd.Flags().Changed("config") {
 		c.plan.config = c.model
-	}
-	switch {
-	case c.kvBlocks < 0:
-		return fmt.Errorf("--kv-blocks %d: must be ≥ 0 (0: all the fit allows)", c.kvBlocks)
-	case c.requests < 1:
-		return fmt.Errorf("--requests %d: must be at least 1", c.requests)
-	case !c.kv:
-		for _, f := range []string{"kv-blocks", "trace", "requests"} {
-			if cmd.Flags().Changed(f) {
-				return fmt.Errorf("--%s serves a trace through the KV cache: add --kv", f)
-			}
-		}
 	}
 	cfg, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {
@@ -271,7 +277,7 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 	}
 	rep.GoroutinesAfter = settleGoroutines(rep.GoroutinesBefore)
 	if err := errors.Join(exerciseErr, teardownErr); err != nil {
-		log.Warn("run: state at failure", "report", rep)
+		log.Info("run: state at failure", "report", rep)
 		return err
 	}
 	rep.checkInvariants(bc.Kind == gpuworker.KindHostSim)
@@ -449,7 +455,9 @@ func teardown(m *gpuarena.Manager, rep *runReport) error {
 	rel, err := m.Release(ctx)
 	rep.ReleaseMS = ms(time.Since(start))
 	rep.ReleasedAllocations = rel.Freed
-	errs = append(errs, err)
+	if !errors.Is(err, gpuarena.ErrNoArena) { // a run stopped before its build: the rest was freed all the same
+		errs = append(errs, err)
+	}
 	if led, err := m.Ledger(ctx); err == nil {
 		rep.LedgerBytesAfterRelease, rep.LedgerPeakBytes = led.Counters.CurrentBytes, led.Counters.PeakBytes
 	} else {

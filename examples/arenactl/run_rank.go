@@ -27,7 +27,8 @@ type rankReport struct {
 	Rank   int64  `json:"rank"`
 	// LayoutFits is arena.FitRanks' verdict on the whole layout with this
 	// device on every rank; LayoutKVBlocks its KV blocks (the minimum over
-	// the ranks), which the rank's KV cache takes.
+	// the ranks, and over this rank's fit with its shard's exact sizes),
+	// which the rank's KV cache takes.
 	LayoutFits     bool  `json:"layout_fits"`
 	LayoutKVBlocks int64 `json:"layout_kv_blocks"`
 	// FitWeightBytes (the shard's tensors and their pool padding; 0
@@ -101,6 +102,7 @@ func (c *runCmd) rankPreflight(dev arena.DeviceMemory, rep *runReport) {
 		return
 	}
 	f.KVBlocks = min(f.KVBlocks, all.KVBlocks) // vLLM: one cache size for all ranks, the smallest
+	rep.Rank.LayoutKVBlocks = f.KVBlocks       // this rank's exact sizes may hold a block less than the estimate
 	c.kvFit = f
 	rep.ArenaFits, rep.ModelFits, rep.ModelKVBlocks, rep.ModelShortfallBytes = f.Fits, all.Fits, f.KVBlocks, all.ShortfallBytes
 	rep.ModelWeightBytes, rep.ModelWeightSource = f.WeightBytes, "the rank's shard (arena.FitRank)"

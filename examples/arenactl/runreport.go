@@ -194,6 +194,8 @@ func writeRunText(w io.Writer, r *runReport) {
 	row(tw, "device", fmt.Sprintf("%s total, budget %s", bytesAndHuman(r.DeviceTotalBytes), human(r.BudgetBytes)))
 	if r.Rank != nil {
 		row(tw, "rank fit", fmt.Sprintf("%s: the rank's weight shard, arena and one sequence's KV cache (arena.FitRank, with the shard's sizes)", yesNo(r.ArenaFits, "fits", "does not fit")))
+	} else if r.WeightsBytes > 0 {
+		row(tw, "arena fit", fmt.Sprintf("%s: the arena and one sequence's KV cache (the weights are in the model fit)", yesNo(r.ArenaFits, "fits", "does not fit")))
 	} else {
 		row(tw, "arena fit", fmt.Sprintf("%s: the arena and one sequence's KV cache, weights left out (what run builds)", yesNo(r.ArenaFits, "fits", "does not fit")))
 	}
@@ -211,7 +213,7 @@ func writeRunText(w io.Writer, r *runReport) {
 	case "checkpoint":
 		source = "the checkpoint's"
 	}
-	row(tw, "model fit", fmt.Sprintf("%s: with %s of weights (%s)", model, human(r.ModelWeightBytes), source))
+	row(tw, "model fit", fmt.Sprintf("%s: with %s of weights (%s); no reserve: the device was read after this process opened it (arenactl fit holds back 1 GiB for that)", model, human(r.ModelWeightBytes), source))
 	row(tw, "arena", fmt.Sprintf("%s, %s layout, slabs: %d, built in %.2f ms",
 		bytesAndHuman(r.ArenaBytes), r.Layout, r.Slabs, r.BuildMS))
 	if r.WeightsBytes > 0 {

@@ -239,7 +239,11 @@ func (s *server) setMaxTokens(g *generation, param string, mt *int, def int) *re
 		g.maxTokens = *mt
 	}
 	if max(g.maxTokens, 1) > s.limit-len(g.prompt) {
-		return &requestError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(
+		field := param
+		if len(g.prompt) >= s.limit { // the prompt alone is too long: no max_tokens would do
+			field = "prompt"
+		}
+		return &requestError{status: http.StatusBadRequest, param: field, msg: fmt.Sprintf(
 			"this model's maximum context length is %d tokens (min(max_seq_len, what the KV cache holds)); you requested %d tokens (%d in the prompt, %d for the completion): shorten the prompt or lower %s",
 			s.limit, len(g.prompt)+g.maxTokens, len(g.prompt), g.maxTokens, param)}
 	}
@@ -266,7 +270,11 @@ func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 		var le *serving.LengthError
 		switch {
 		case errors.As(err, &le):
-			s.fail(w, endpoint, badRequest("max_tokens", "%v", err))
+			param := "max_tokens"
+			if le.PromptTokens >= le.Limit { // the prompt alone is too long: no max_tokens would do
+				param = "prompt"
+			}
+			s.fail(w, endpoint, badRequest(param, "%v", err))
 		case ctx.Err() != nil:
 		default:
 			s.fail(w, endpoint, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})

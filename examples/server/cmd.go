@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/examples/internal/vllmflags"
 	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
@@ -80,11 +81,14 @@ func newCommand(stdout, stderr io.Writer, ready func(addr string)) *cobra.Comman
 			return c.run(cmd.Context(), stderr, cmd.Flags().Changed, ready)
 		},
 	}
+	// vLLM's flag names too (--max-model-len, --max-num-seqs, …).
+	cmd.SetGlobalNormalizationFunc(vllmflags.Normalize)
 	fs := cmd.PersistentFlags() // "load" starts the server with them too
 	fs.StringVar(&c.st.model, "model", "", "model folder (config.json and its safetensors checkpoint): load the weights and serve them")
 	fs.StringVar(&c.st.config, "config", "", "Hugging Face config.json (or a folder holding one) to serve without weights: the arena and the KV cache only")
 	fs.Int64Var(&c.st.opts.MaxBatchTokens, "max-batch-tokens", 0, fmt.Sprintf("max_batch_tokens: most tokens in one forward step (0: %d)", arena.DefaultMaxBatchTokens))
 	fs.Int64Var(&c.st.opts.MaxSeqLen, "max-seq-len", 0, fmt.Sprintf("max_seq_len: longest sequence in tokens (0: min(max_position_embeddings, %d))", arena.DefaultMaxSeqLenCap))
+	fs.BoolVar(&c.st.opts.AllowLongMaxSeqLen, "allow-long-max-seq-len", false, "allow --max-seq-len past the model's limit (max_position_embeddings and rope scaling), as vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN does")
 	fs.Int64Var(&c.st.opts.MaxBatchSize, "max-batch-size", 0, fmt.Sprintf("max_batch_size: most sequences in one step (0: min(%d, max_batch_tokens))", arena.DefaultMaxBatchSize))
 	fs.Int64Var(&c.st.opts.KVBlockSize, "kv-block-size", 0, fmt.Sprintf("kv_block_size: tokens per KV block (0: %d)", arena.DefaultKVBlockSize))
 	fs.Int64Var(&c.kmax, "k-max", arena.DefaultKMax, "k_max: speculative tokens verified per step (sizes the arena; 0: none)")

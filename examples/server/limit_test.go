@@ -36,8 +36,15 @@ func (ts *testServer) refusesPast(t *testing.T, limit int) {
 	t.Helper()
 	var e completion
 	body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d}`, strings.Repeat("p", 10), limit-10+1)
-	if code := ts.postJSON(t, "/v1/completions", body, &e); code != http.StatusBadRequest || e.Error == nil || !strings.Contains(e.Error.Message, fmt.Sprint(limit)) {
-		t.Fatalf("%d tokens on a limit of %d: status %d, %+v; want 400 naming %d", limit+1, limit, code, e.Error, limit)
+	if code := ts.postJSON(t, "/v1/completions", body, &e); code != http.StatusBadRequest || e.Error == nil || !strings.Contains(e.Error.Message, fmt.Sprint(limit)) ||
+		e.Error.Param == nil || *e.Error.Param != "max_tokens" {
+		t.Fatalf("%d tokens on a limit of %d: status %d, %+v; want 400 naming %d and max_tokens", limit+1, limit, code, e.Error, limit)
+	}
+	// A prompt that alone passes the limit: the field to change is the prompt.
+	e = completion{}
+	body = fmt.Sprintf(`{"prompt": %q, "max_tokens": 1}`, strings.Repeat("p", limit+1))
+	if code := ts.postJSON(t, "/v1/completions", body, &e); code != http.StatusBadRequest || e.Error == nil || e.Error.Param == nil || *e.Error.Param != "prompt" {
+		t.Fatalf("a prompt of %d tokens on a limit of %d: status %d, %+v; want 400 naming the prompt", limit+1, limit, code, e.Error)
 	}
 	body = fmt.Sprintf(`{"prompt": %q, "max_tokens": 1}`, strings.Repeat("p", limit-1))
 	if code := ts.postJSON(t, "/v1/completions", body, &e); code != http.StatusOK {

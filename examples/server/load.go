@@ -102,15 +102,16 @@ func (c *command) load(ctx context.Context, stdout, stderr io.Writer, changed fu
 			return err
 		}
 		rep, err := loadgen.Run(ctx, cfg)
-		if err != nil {
-			return err
+		if rep != nil { // what the clients saw, also when the server went away before the end
+			err = errors.Join(writeLoad(stdout, f.jsonOut, loadOutcome{Report: rep}), err)
 		}
-		return writeLoad(stdout, f.jsonOut, loadOutcome{Report: rep})
+		return err
 	}
 	log, err := c.prepare(stderr, changed)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(stderr, "load: no --url: starting a server in this process with the serving flags (give --url to drive a running one)")
 	before := goleak.IgnoreCurrent()
 	addr := "127.0.0.1:0"
 	if changed("listen") {

@@ -86,7 +86,8 @@ func (c *Client) Reserve(ctx context.Context, address string, req *nodepb.Reserv
 	return r.GetReservation(), remoteError(address, r.GetError())
 }
 
-// Renew extends key's lease by ttl from now. Errors: *RemoteError
+// Renew extends reservation key's lease by ttl from now (a deployment's key
+// answers a nil reservation: RenewLease returns its deployment). Errors: *RemoteError
 // (ErrNotFound once the lease lapsed), the transport's.
 func (c *Client) Renew(ctx context.Context, address, key string, ttl time.Duration) (*nodepb.Reservation, error) {
 	r, err := ask[*nodepb.ReserveResponse](ctx, c, address, &nodepb.RenewRequest{Key: key, TtlMs: ttl.Milliseconds()})

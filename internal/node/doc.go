@@ -5,8 +5,9 @@
 // node's inventory through the cluster's gossip (InventoryKey) on every
 // change and every period, registers the placement grain kind
 // (PlacementKind), and spawns the gateway actor (GatewayName) that takes
-// the nodepb messages — inventory, cluster inventory, preflight, reserve,
-// renew, release, ledger, placement — and translates them into calls of the
+// the nodepb messages — inventory, cluster inventory, memory info,
+// preflight, reserve, build, load, renew, release, ledger, placement — and
+// translates them into calls of the
 // devices' gpuarena managers. A placement is not computed in the gateway:
 // a placement call asks a placement grain (cluster.Request), which the
 // cluster activates on some node and which answers with Place
@@ -23,4 +24,11 @@
 // freed by the node. The node's ledger is the truth; a reserve that does
 // not fit is refused with ERROR_CODE_OUT_OF_MEMORY, which a Client returns
 // as a *RemoteError matching gpuarena.ErrOutOfMemory.
+//
+// A deployment is keyed and leased the same way: a BuildRequest builds one
+// pipeline stage's arenas (arena.PlanRanks, Manager.BuildArena) on devices
+// that hold nothing else, a LoadRequest loads each device's weight shard
+// (Manager.LoadWeightsRank), each all or nothing, and a release or a
+// lapsed lease calls Manager.Release on its devices, which retires them
+// for arenas until the node restarts (ERROR_CODE_DEVICE_IN_USE).
 package node

@@ -14,9 +14,9 @@ import (
 var (
 	// ErrUnknownDevice: a device index the node does not have.
 	ErrUnknownDevice = errors.New("unknown device")
-	// ErrNotFound: no reservation has the key (never made, released, or
-	// its lease lapsed).
-	ErrNotFound = errors.New("no reservation with that key")
+	// ErrNotFound: no reservation or deployment has the key (never made,
+	// released, or its lease lapsed).
+	ErrNotFound = errors.New("no reservation or deployment with that key")
 	// ErrKeyConflict: the key names a reservation made with other
 	// arguments (another device, size or label).
 	ErrKeyConflict = errors.New("reservation key already used with other arguments")
@@ -25,6 +25,10 @@ var (
 	// ErrBusy: the node is answering as many requests of the kind as it
 	// takes at once (MaxPlacementCalls); ask again later.
 	ErrBusy = errors.New("node busy")
+	// ErrDeviceInUse: a build named a device that holds a reservation or
+	// a deployment, or held a deployment since released (gpuarena retires
+	// a device's arena at Manager.Release; the node's restart frees it).
+	ErrDeviceInUse = errors.New("device in use")
 	// ErrInternal: a failure without a code of its own.
 	ErrInternal = errors.New("node internal error")
 )
@@ -74,6 +78,8 @@ func codeSentinel(c nodepb.ErrorCode) error {
 		return ErrUnknownMessage
 	case nodepb.ErrorCode_ERROR_CODE_BUSY:
 		return ErrBusy
+	case nodepb.ErrorCode_ERROR_CODE_DEVICE_IN_USE:
+		return ErrDeviceInUse
 	}
 	return ErrInternal
 }
@@ -93,6 +99,7 @@ func wireError(err error) *nodepb.Error {
 		nodepb.ErrorCode_ERROR_CODE_CLOSED,
 		nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
 		nodepb.ErrorCode_ERROR_CODE_BUSY,
+		nodepb.ErrorCode_ERROR_CODE_DEVICE_IN_USE,
 		nodepb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT,
 	} {
 		if errors.Is(err, codeSentinel(c)) {

@@ -50,9 +50,9 @@ type lease struct {
 }
 
 // gateway is the node's actor: it takes nodepb messages (local or remote),
-// calls the device managers of group for them, and owns the reservations;
-// its mailbox serialises every change to them, so it needs no lock. A
-// placement is not computed here: the gateway hands it to a placement call
+// calls the device managers of group for them, and owns the reservations
+// and the deployments; its mailbox serialises every change to them, so it
+// needs no lock. A placement is not computed here: the gateway hands it to a placement call
 // (startPlace) that asks a placement grain through place.
 type gateway struct {
 	group       *gpuarena.Group
@@ -63,16 +63,19 @@ type gateway struct {
 	callTimeout time.Duration
 	logger      *slog.Logger
 
-	leases  map[string]*lease
-	version uint64
-	placing map[string]bool // the placement calls under way, by PID id
+	leases      map[string]*lease
+	deployments map[string]*deployment
+	retired     map[int32]string // devices released by a deployment: its key
+	version     uint64
+	placing     map[string]bool // the placement calls under way, by PID id
 }
 
 // newGateway returns the gateway of group, publishing through members and
 // answering placements through place.
 func newGateway(group *gpuarena.Group, members Membership, place placer, self Member, now func() time.Time, callTimeout time.Duration, logger *slog.Logger) *gateway {
 	return &gateway{group: group, members: members, place: place, self: self, now: now, callTimeout: callTimeout,
-		logger: logger, leases: make(map[string]*lease), placing: make(map[string]bool)}
+		logger: logger, leases: make(map[string]*lease), deployments: make(map[string]*deployment), retired: make(map[int32]string),
+		placing: make(map[string]bool)}
 }
 
 // Receive answers one message. A request whose sender is gone is handled
@@ -86,7 +89,8 @@ func (g *gateway) Receive(c actor.Context) {
 		g.publish(ctx)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case leaseTick:
-		if g.expire(ctx) {
+		reservations, deployments := g.expire(ctx), g.expireDeployments(ctx)
+		if reservations || deployments {
 			g.publish(ctx)
 		}
 	case publishTick:
@@ -104,14 +108,27 @@ func (g *gateway) Receive(c actor.Context) {
 			g.publish(ctx)
 		}
 	case *nodepb.RenewRequest:
-		res, err := g.renew(m)
-		respond(c, &nodepb.ReserveResponse{Reservation: res, Error: wireError(err)})
+		respond(c, g.renewAny(m))
 	case *nodepb.ReleaseRequest:
 		released, err := g.release(ctx, m.GetKey())
 		respond(c, &nodepb.ReleaseResponse{Released: released, Error: wireError(err)})
 		if released {
 			g.publish(ctx)
 		}
+	case *nodepb.BuildRequest:
+		dep, err := g.build(ctx, m)
+		respond(c, &nodepb.DeploymentResponse{Deployment: dep, Error: wireError(err)})
+		if err == nil {
+			g.publish(ctx)
+		}
+	case *nodepb.LoadRequest:
+		dep, err := g.load(ctx, m)
+		respond(c, &nodepb.DeploymentResponse{Deployment: dep, Error: wireError(err)})
+		if err == nil {
+			g.publish(ctx)
+		}
+	case *nodepb.MemInfoRequest:
+		respond(c, g.memInfo(ctx, m.GetDevice()))
 	case *nodepb.LedgerRequest:
 		respond(c, g.ledger(ctx, m.GetDevice()))
 	case *nodepb.PreflightRequest:
@@ -176,6 +193,9 @@ func (g *gateway) reserve(ctx context.Context, m *nodepb.ReserveRequest) (*nodep
 	if label == "" {
 		label = "reservation"
 	}
+	if _, ok := g.deployments[m.GetKey()]; ok {
+		return nil, fmt.Errorf("reserve %q: %w: the key names a deployment: use another key", m.GetKey(), ErrKeyConflict)
+	}
 	if l, ok := g.leases[m.GetKey()]; ok {
 		r := l.res
 		if r.GetDevice() != m.GetDevice() || r.GetBytes() != m.GetBytes() || r.GetLabel() != label {
@@ -187,6 +207,10 @@ func (g *gateway) reserve(ctx context.Context, m *nodepb.ReserveRequest) (*nodep
 	mgr, err := g.rank(m.GetDevice())
 	if err != nil {
 		return nil, fmt.Errorf("reserve %q: %w", m.GetKey(), err)
+	}
+	if d := g.deploymentOn(m.GetDevice()); d != nil {
+		return nil, fmt.Errorf("reserve %q: device %d: %w: it holds deployment %q, whose release frees everything on the device", m.GetKey(),
+			m.GetDevice(), ErrDeviceInUse, d.dep.GetKey())
 	}
 	owner := ReservationOwnerPrefix + m.GetKey()
 	a, err := mgr.Alloc(ctx, label, m.GetBytes(), gpuarena.WithOwner(owner))
@@ -222,11 +246,12 @@ func (g *gateway) renew(m *nodepb.RenewRequest) (*nodepb.Reservation, error) {
 	return g.extend(l, m.GetTtlMs()), nil
 }
 
-// release frees key's reservation; false when the node holds none.
+// release frees key's reservation or deployment (releaseDeployment);
+// false when the node holds neither.
 func (g *gateway) release(ctx context.Context, key string) (bool, error) {
 	l, ok := g.leases[key]
 	if !ok {
-		return false, nil
+		return g.releaseDeployment(ctx, key)
 	}
 	if err := g.free(ctx, l); err != nil {
 		return false, fmt.Errorf("release %q: %w", key, err)

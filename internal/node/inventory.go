@@ -10,7 +10,8 @@ import (
 
 // inventory takes the node's inventory now: per device its name, the
 // driver's total and free memory, the budget, the ledger's bytes in use and
-// by owner (owners holding nothing left out, sorted by owner).
+// by owner (owners holding nothing left out, sorted by owner), and the
+// deployment on it, if any.
 func (g *gateway) inventory(ctx context.Context) (*nodepb.Inventory, error) {
 	inv := &nodepb.Inventory{MemberId: g.self.ID, Address: g.self.Address, Version: g.version,
 		TakenUnixMs: g.now().UnixMilli()}
@@ -32,6 +33,7 @@ func (g *gateway) inventory(ctx context.Context) (*nodepb.Inventory, error) {
 			}
 		}
 		sort.Slice(d.Owners, func(i, j int) bool { return d.Owners[i].Owner < d.Owners[j].Owner })
+		g.describeDeployment(d)
 		inv.Devices = append(inv.Devices, d)
 	}
 	return inv, nil

@@ -50,21 +50,26 @@ const (
 	// The node is answering as many requests of this kind as it takes at
 	// once (placements: node.MaxPlacementCalls); ask again later.
 	ErrorCode_ERROR_CODE_BUSY ErrorCode = 9
+	// The device holds something that a deployment cannot share it with: a
+	// reservation, another deployment, or a deployment released before (a
+	// released device builds no arena again until its node restarts).
+	ErrorCode_ERROR_CODE_DEVICE_IN_USE ErrorCode = 10
 )
 
 // Enum value maps for ErrorCode.
 var (
 	ErrorCode_name = map[int32]string{
-		0: "ERROR_CODE_UNSPECIFIED",
-		1: "ERROR_CODE_OUT_OF_MEMORY",
-		2: "ERROR_CODE_INVALID_ARGUMENT",
-		3: "ERROR_CODE_UNKNOWN_DEVICE",
-		4: "ERROR_CODE_NOT_FOUND",
-		5: "ERROR_CODE_KEY_CONFLICT",
-		6: "ERROR_CODE_CLOSED",
-		7: "ERROR_CODE_UNKNOWN_MESSAGE",
-		8: "ERROR_CODE_INTERNAL",
-		9: "ERROR_CODE_BUSY",
+		0:  "ERROR_CODE_UNSPECIFIED",
+		1:  "ERROR_CODE_OUT_OF_MEMORY",
+		2:  "ERROR_CODE_INVALID_ARGUMENT",
+		3:  "ERROR_CODE_UNKNOWN_DEVICE",
+		4:  "ERROR_CODE_NOT_FOUND",
+		5:  "ERROR_CODE_KEY_CONFLICT",
+		6:  "ERROR_CODE_CLOSED",
+		7:  "ERROR_CODE_UNKNOWN_MESSAGE",
+		8:  "ERROR_CODE_INTERNAL",
+		9:  "ERROR_CODE_BUSY",
+		10: "ERROR_CODE_DEVICE_IN_USE",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":      0,
@@ -77,6 +82,7 @@ var (
 		"ERROR_CODE_UNKNOWN_MESSAGE":  7,
 		"ERROR_CODE_INTERNAL":         8,
 		"ERROR_CODE_BUSY":             9,
+		"ERROR_CODE_DEVICE_IN_USE":    10,
 	}
 )
 
@@ -236,14 +242,20 @@ func (x *OwnerBytes) GetBytes() int64 {
 // (gpu_memory_utilization x total less what others held at start), and the
 // ledger's bytes by owner.
 type DeviceInventory struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	TotalBytes    int64                  `protobuf:"varint,3,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
-	FreeBytes     int64                  `protobuf:"varint,4,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
-	BudgetBytes   int64                  `protobuf:"varint,5,opt,name=budget_bytes,json=budgetBytes,proto3" json:"budget_bytes,omitempty"`
-	UsedBytes     int64                  `protobuf:"varint,6,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
-	Owners        []*OwnerBytes          `protobuf:"bytes,7,rep,name=owners,proto3" json:"owners,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Index       int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	TotalBytes  int64                  `protobuf:"varint,3,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	FreeBytes   int64                  `protobuf:"varint,4,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
+	BudgetBytes int64                  `protobuf:"varint,5,opt,name=budget_bytes,json=budgetBytes,proto3" json:"budget_bytes,omitempty"`
+	UsedBytes   int64                  `protobuf:"varint,6,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	Owners      []*OwnerBytes          `protobuf:"bytes,7,rep,name=owners,proto3" json:"owners,omitempty"`
+	// What is deployed on the device: the deployment's key ("" for none),
+	// its model_type, whether its weights are loaded and from which folder.
+	DeploymentKey string `protobuf:"bytes,8,opt,name=deployment_key,json=deploymentKey,proto3" json:"deployment_key,omitempty"`
+	ModelType     string `protobuf:"bytes,9,opt,name=model_type,json=modelType,proto3" json:"model_type,omitempty"`
+	WeightsLoaded bool   `protobuf:"varint,10,opt,name=weights_loaded,json=weightsLoaded,proto3" json:"weights_loaded,omitempty"`
+	ModelDir      string `protobuf:"bytes,11,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,6 +337,34 @@ func (x *DeviceInventory) GetOwners() []*OwnerBytes {
 		return x.Owners
 	}
 	return nil
+}
+
+func (x *DeviceInventory) GetDeploymentKey() string {
+	if x != nil {
+		return x.DeploymentKey
+	}
+	return ""
+}
+
+func (x *DeviceInventory) GetModelType() string {
+	if x != nil {
+		return x.ModelType
+	}
+	return ""
+}
+
+func (x *DeviceInventory) GetWeightsLoaded() bool {
+	if x != nil {
+		return x.WeightsLoaded
+	}
+	return false
+}
+
+func (x *DeviceInventory) GetModelDir() string {
+	if x != nil {
+		return x.ModelDir
+	}
+	return ""
 }
 
 // Inventory is what a node publishes: its member id and address, its
@@ -761,11 +801,13 @@ func (x *Reservation) GetTtlMs() int64 {
 	return 0
 }
 
-// ReserveResponse answers ReserveRequest and RenewRequest.
+// ReserveResponse answers ReserveRequest and RenewRequest: a renewed
+// deployment's key answers deployment instead of reservation.
 type ReserveResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reservation   *Reservation           `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
 	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Deployment    *Deployment            `protobuf:"bytes,3,opt,name=deployment,proto3" json:"deployment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +852,13 @@ func (x *ReserveResponse) GetReservation() *Reservation {
 func (x *ReserveResponse) GetError() *Error {
 	if x != nil {
 		return x.Error
+	}
+	return nil
+}
+
+func (x *ReserveResponse) GetDeployment() *Deployment {
+	if x != nil {
+		return x.Deployment
 	}
 	return nil
 }
@@ -867,7 +916,7 @@ func (x *RenewRequest) GetTtlMs() int64 {
 	return 0
 }
 
-// ReleaseRequest frees the reservation key's memory. Releasing a key that
+// ReleaseRequest frees the reservation or the deployment key's memory. Releasing a key that
 // is not held answers released = false, no error: a release is idempotent.
 type ReleaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1772,6 +1821,569 @@ func (x *NodeRef) GetAddress() string {
 	return ""
 }
 
+// MemInfoRequest asks for the memory of device, or of every device when
+// device < 0.
+type MemInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Device        int32                  `protobuf:"varint,1,opt,name=device,proto3" json:"device,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemInfoRequest) Reset() {
+	*x = MemInfoRequest{}
+	mi := &file_node_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemInfoRequest) ProtoMessage() {}
+
+func (x *MemInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemInfoRequest.ProtoReflect.Descriptor instead.
+func (*MemInfoRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MemInfoRequest) GetDevice() int32 {
+	if x != nil {
+		return x.Device
+	}
+	return 0
+}
+
+// DeviceMemInfo is one device's memory now: the driver's free and total
+// (cuMemGetInfo), the node's budget, and the bytes its ledger holds.
+type DeviceMemInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Device        int32                  `protobuf:"varint,1,opt,name=device,proto3" json:"device,omitempty"`
+	FreeBytes     int64                  `protobuf:"varint,2,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
+	TotalBytes    int64                  `protobuf:"varint,3,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	BudgetBytes   int64                  `protobuf:"varint,4,opt,name=budget_bytes,json=budgetBytes,proto3" json:"budget_bytes,omitempty"`
+	LedgerBytes   int64                  `protobuf:"varint,5,opt,name=ledger_bytes,json=ledgerBytes,proto3" json:"ledger_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceMemInfo) Reset() {
+	*x = DeviceMemInfo{}
+	mi := &file_node_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceMemInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceMemInfo) ProtoMessage() {}
+
+func (x *DeviceMemInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceMemInfo.ProtoReflect.Descriptor instead.
+func (*DeviceMemInfo) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeviceMemInfo) GetDevice() int32 {
+	if x != nil {
+		return x.Device
+	}
+	return 0
+}
+
+func (x *DeviceMemInfo) GetFreeBytes() int64 {
+	if x != nil {
+		return x.FreeBytes
+	}
+	return 0
+}
+
+func (x *DeviceMemInfo) GetTotalBytes() int64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *DeviceMemInfo) GetBudgetBytes() int64 {
+	if x != nil {
+		return x.BudgetBytes
+	}
+	return 0
+}
+
+func (x *DeviceMemInfo) GetLedgerBytes() int64 {
+	if x != nil {
+		return x.LedgerBytes
+	}
+	return 0
+}
+
+// MemInfoResponse answers MemInfoRequest, by device index.
+type MemInfoResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Devices       []*DeviceMemInfo       `protobuf:"bytes,1,rep,name=devices,proto3" json:"devices,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemInfoResponse) Reset() {
+	*x = MemInfoResponse{}
+	mi := &file_node_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemInfoResponse) ProtoMessage() {}
+
+func (x *MemInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemInfoResponse.ProtoReflect.Descriptor instead.
+func (*MemInfoResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *MemInfoResponse) GetDevices() []*DeviceMemInfo {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *MemInfoResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// BuildRequest deploys one pipeline stage of a model on the node, under
+// the key for ttl_ms (a lease, renewed as a reservation's): model is the
+// model and its options as a placement carries them (config_json, the
+// serving and budget options, tensor_parallel_size and
+// pipeline_parallel_size); stage is the pipeline stage this node hosts,
+// in [0, pipeline_parallel_size); devices holds one device index per
+// tensor-parallel rank of the stage (tensor-parallel rank r on
+// devices[r], global rank stage * tensor_parallel_size + r). Each device
+// must hold nothing (no reservation, no deployment). The node builds each
+// rank's arena (arena.PlanRanks) on its device, all or nothing; a
+// repeated request with the same key and arguments returns the same
+// deployment and renews its lease.
+type BuildRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Model         *PlaceRequest          `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Stage         int64                  `protobuf:"varint,4,opt,name=stage,proto3" json:"stage,omitempty"`
+	Devices       []int32                `protobuf:"varint,5,rep,packed,name=devices,proto3" json:"devices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildRequest) Reset() {
+	*x = BuildRequest{}
+	mi := &file_node_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildRequest) ProtoMessage() {}
+
+func (x *BuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildRequest.ProtoReflect.Descriptor instead.
+func (*BuildRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *BuildRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *BuildRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *BuildRequest) GetModel() *PlaceRequest {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *BuildRequest) GetStage() int64 {
+	if x != nil {
+		return x.Stage
+	}
+	return 0
+}
+
+func (x *BuildRequest) GetDevices() []int32 {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+// LoadRequest loads, on every device of the deployment key, its global
+// rank's shard of the model folder model_dir (a path on the node's
+// filesystem: config.json and its safetensors checkpoint), all or
+// nothing. A deployment already loaded from model_dir answers as before.
+type LoadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	ModelDir      string                 `protobuf:"bytes,2,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadRequest) Reset() {
+	*x = LoadRequest{}
+	mi := &file_node_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadRequest) ProtoMessage() {}
+
+func (x *LoadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadRequest.ProtoReflect.Descriptor instead.
+func (*LoadRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *LoadRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LoadRequest) GetModelDir() string {
+	if x != nil {
+		return x.ModelDir
+	}
+	return ""
+}
+
+// DeploymentDevice is one device of a deployment: its index on the node,
+// the global rank it holds, its arena's bytes and its weights' bytes (0
+// until loaded).
+type DeploymentDevice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Device        int32                  `protobuf:"varint,1,opt,name=device,proto3" json:"device,omitempty"`
+	Rank          int64                  `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
+	ArenaBytes    int64                  `protobuf:"varint,3,opt,name=arena_bytes,json=arenaBytes,proto3" json:"arena_bytes,omitempty"`
+	WeightsBytes  int64                  `protobuf:"varint,4,opt,name=weights_bytes,json=weightsBytes,proto3" json:"weights_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentDevice) Reset() {
+	*x = DeploymentDevice{}
+	mi := &file_node_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentDevice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentDevice) ProtoMessage() {}
+
+func (x *DeploymentDevice) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentDevice.ProtoReflect.Descriptor instead.
+func (*DeploymentDevice) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DeploymentDevice) GetDevice() int32 {
+	if x != nil {
+		return x.Device
+	}
+	return 0
+}
+
+func (x *DeploymentDevice) GetRank() int64 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *DeploymentDevice) GetArenaBytes() int64 {
+	if x != nil {
+		return x.ArenaBytes
+	}
+	return 0
+}
+
+func (x *DeploymentDevice) GetWeightsBytes() int64 {
+	if x != nil {
+		return x.WeightsBytes
+	}
+	return 0
+}
+
+// Deployment is a node's share of a placement, held under its key until
+// expires_unix_ms unless renewed.
+type Deployment struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Key                  string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	ModelType            string                 `protobuf:"bytes,2,opt,name=model_type,json=modelType,proto3" json:"model_type,omitempty"`
+	TensorParallelSize   int64                  `protobuf:"varint,3,opt,name=tensor_parallel_size,json=tensorParallelSize,proto3" json:"tensor_parallel_size,omitempty"`
+	PipelineParallelSize int64                  `protobuf:"varint,4,opt,name=pipeline_parallel_size,json=pipelineParallelSize,proto3" json:"pipeline_parallel_size,omitempty"`
+	Stage                int64                  `protobuf:"varint,5,opt,name=stage,proto3" json:"stage,omitempty"`
+	Devices              []*DeploymentDevice    `protobuf:"bytes,6,rep,name=devices,proto3" json:"devices,omitempty"`
+	Loaded               bool                   `protobuf:"varint,7,opt,name=loaded,proto3" json:"loaded,omitempty"`
+	ModelDir             string                 `protobuf:"bytes,8,opt,name=model_dir,json=modelDir,proto3" json:"model_dir,omitempty"`
+	ExpiresUnixMs        int64                  `protobuf:"varint,9,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	TtlMs                int64                  `protobuf:"varint,10,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *Deployment) Reset() {
+	*x = Deployment{}
+	mi := &file_node_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deployment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deployment) ProtoMessage() {}
+
+func (x *Deployment) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deployment.ProtoReflect.Descriptor instead.
+func (*Deployment) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Deployment) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Deployment) GetModelType() string {
+	if x != nil {
+		return x.ModelType
+	}
+	return ""
+}
+
+func (x *Deployment) GetTensorParallelSize() int64 {
+	if x != nil {
+		return x.TensorParallelSize
+	}
+	return 0
+}
+
+func (x *Deployment) GetPipelineParallelSize() int64 {
+	if x != nil {
+		return x.PipelineParallelSize
+	}
+	return 0
+}
+
+func (x *Deployment) GetStage() int64 {
+	if x != nil {
+		return x.Stage
+	}
+	return 0
+}
+
+func (x *Deployment) GetDevices() []*DeploymentDevice {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *Deployment) GetLoaded() bool {
+	if x != nil {
+		return x.Loaded
+	}
+	return false
+}
+
+func (x *Deployment) GetModelDir() string {
+	if x != nil {
+		return x.ModelDir
+	}
+	return ""
+}
+
+func (x *Deployment) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *Deployment) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+// DeploymentResponse answers BuildRequest and LoadRequest.
+type DeploymentResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deployment    *Deployment            `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentResponse) Reset() {
+	*x = DeploymentResponse{}
+	mi := &file_node_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentResponse) ProtoMessage() {}
+
+func (x *DeploymentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentResponse.ProtoReflect.Descriptor instead.
+func (*DeploymentResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DeploymentResponse) GetDeployment() *Deployment {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+func (x *DeploymentResponse) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_node_proto protoreflect.FileDescriptor
 
 const file_node_proto_rawDesc = "" +
@@ -1786,7 +2398,7 @@ const file_node_proto_rawDesc = "" +
 	"\n" +
 	"OwnerBytes\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\xf3\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\xfd\x02\n" +
 	"\x0fDeviceInventory\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
@@ -1797,7 +2409,13 @@ const file_node_proto_rawDesc = "" +
 	"\fbudget_bytes\x18\x05 \x01(\x03R\vbudgetBytes\x12\x1d\n" +
 	"\n" +
 	"used_bytes\x18\x06 \x01(\x03R\tusedBytes\x124\n" +
-	"\x06owners\x18\a \x03(\v2\x1c.gpuarena.node.v1.OwnerBytesR\x06owners\"\xbd\x01\n" +
+	"\x06owners\x18\a \x03(\v2\x1c.gpuarena.node.v1.OwnerBytesR\x06owners\x12%\n" +
+	"\x0edeployment_key\x18\b \x01(\tR\rdeploymentKey\x12\x1d\n" +
+	"\n" +
+	"model_type\x18\t \x01(\tR\tmodelType\x12%\n" +
+	"\x0eweights_loaded\x18\n" +
+	" \x01(\bR\rweightsLoaded\x12\x1b\n" +
+	"\tmodel_dir\x18\v \x01(\tR\bmodelDir\"\xbd\x01\n" +
 	"\tInventory\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12;\n" +
@@ -1825,10 +2443,13 @@ const file_node_proto_rawDesc = "" +
 	"\x05label\x18\x04 \x01(\tR\x05label\x12\x14\n" +
 	"\x05owner\x18\x05 \x01(\tR\x05owner\x12&\n" +
 	"\x0fexpires_unix_ms\x18\x06 \x01(\x03R\rexpiresUnixMs\x12\x15\n" +
-	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\"\x81\x01\n" +
+	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\"\xbf\x01\n" +
 	"\x0fReserveResponse\x12?\n" +
 	"\vreservation\x18\x01 \x01(\v2\x1d.gpuarena.node.v1.ReservationR\vreservation\x12-\n" +
-	"\x05error\x18\x02 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\"7\n" +
+	"\x05error\x18\x02 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\x12<\n" +
+	"\n" +
+	"deployment\x18\x03 \x01(\v2\x1c.gpuarena.node.v1.DeploymentR\n" +
+	"deployment\"7\n" +
 	"\fRenewRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"\"\n" +
@@ -1908,7 +2529,54 @@ const file_node_proto_rawDesc = "" +
 	"answeredBy\"@\n" +
 	"\aNodeRef\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress*\xa1\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"(\n" +
+	"\x0eMemInfoRequest\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\x05R\x06device\"\xad\x01\n" +
+	"\rDeviceMemInfo\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\x05R\x06device\x12\x1d\n" +
+	"\n" +
+	"free_bytes\x18\x02 \x01(\x03R\tfreeBytes\x12\x1f\n" +
+	"\vtotal_bytes\x18\x03 \x01(\x03R\n" +
+	"totalBytes\x12!\n" +
+	"\fbudget_bytes\x18\x04 \x01(\x03R\vbudgetBytes\x12!\n" +
+	"\fledger_bytes\x18\x05 \x01(\x03R\vledgerBytes\"{\n" +
+	"\x0fMemInfoResponse\x129\n" +
+	"\adevices\x18\x01 \x03(\v2\x1f.gpuarena.node.v1.DeviceMemInfoR\adevices\x12-\n" +
+	"\x05error\x18\x02 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\"\x9d\x01\n" +
+	"\fBuildRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x124\n" +
+	"\x05model\x18\x03 \x01(\v2\x1e.gpuarena.node.v1.PlaceRequestR\x05model\x12\x14\n" +
+	"\x05stage\x18\x04 \x01(\x03R\x05stage\x12\x18\n" +
+	"\adevices\x18\x05 \x03(\x05R\adevices\"<\n" +
+	"\vLoadRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1b\n" +
+	"\tmodel_dir\x18\x02 \x01(\tR\bmodelDir\"\x84\x01\n" +
+	"\x10DeploymentDevice\x12\x16\n" +
+	"\x06device\x18\x01 \x01(\x05R\x06device\x12\x12\n" +
+	"\x04rank\x18\x02 \x01(\x03R\x04rank\x12\x1f\n" +
+	"\varena_bytes\x18\x03 \x01(\x03R\n" +
+	"arenaBytes\x12#\n" +
+	"\rweights_bytes\x18\x04 \x01(\x03R\fweightsBytes\"\xed\x02\n" +
+	"\n" +
+	"Deployment\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"model_type\x18\x02 \x01(\tR\tmodelType\x120\n" +
+	"\x14tensor_parallel_size\x18\x03 \x01(\x03R\x12tensorParallelSize\x124\n" +
+	"\x16pipeline_parallel_size\x18\x04 \x01(\x03R\x14pipelineParallelSize\x12\x14\n" +
+	"\x05stage\x18\x05 \x01(\x03R\x05stage\x12<\n" +
+	"\adevices\x18\x06 \x03(\v2\".gpuarena.node.v1.DeploymentDeviceR\adevices\x12\x16\n" +
+	"\x06loaded\x18\a \x01(\bR\x06loaded\x12\x1b\n" +
+	"\tmodel_dir\x18\b \x01(\tR\bmodelDir\x12&\n" +
+	"\x0fexpires_unix_ms\x18\t \x01(\x03R\rexpiresUnixMs\x12\x15\n" +
+	"\x06ttl_ms\x18\n" +
+	" \x01(\x03R\x05ttlMs\"\x81\x01\n" +
+	"\x12DeploymentResponse\x12<\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\v2\x1c.gpuarena.node.v1.DeploymentR\n" +
+	"deployment\x12-\n" +
+	"\x05error\x18\x02 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error*\xbf\x02\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_CODE_OUT_OF_MEMORY\x10\x01\x12\x1f\n" +
@@ -1919,7 +2587,9 @@ const file_node_proto_rawDesc = "" +
 	"\x11ERROR_CODE_CLOSED\x10\x06\x12\x1e\n" +
 	"\x1aERROR_CODE_UNKNOWN_MESSAGE\x10\a\x12\x17\n" +
 	"\x13ERROR_CODE_INTERNAL\x10\b\x12\x13\n" +
-	"\x0fERROR_CODE_BUSY\x10\tB.Z,github.com/gpuarena/gpuarena/internal/nodepbb\x06proto3"
+	"\x0fERROR_CODE_BUSY\x10\t\x12\x1c\n" +
+	"\x18ERROR_CODE_DEVICE_IN_USE\x10\n" +
+	"B.Z,github.com/gpuarena/gpuarena/internal/nodepbb\x06proto3"
 
 var (
 	file_node_proto_rawDescOnce sync.Once
@@ -1934,7 +2604,7 @@ func file_node_proto_rawDescGZIP() []byte {
 }
 
 var file_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_node_proto_goTypes = []any{
 	(ErrorCode)(0),                   // 0: gpuarena.node.v1.ErrorCode
 	(*Error)(nil),                    // 1: gpuarena.node.v1.Error
@@ -1961,6 +2631,14 @@ var file_node_proto_goTypes = []any{
 	(*Placement)(nil),                // 22: gpuarena.node.v1.Placement
 	(*PlaceResponse)(nil),            // 23: gpuarena.node.v1.PlaceResponse
 	(*NodeRef)(nil),                  // 24: gpuarena.node.v1.NodeRef
+	(*MemInfoRequest)(nil),           // 25: gpuarena.node.v1.MemInfoRequest
+	(*DeviceMemInfo)(nil),            // 26: gpuarena.node.v1.DeviceMemInfo
+	(*MemInfoResponse)(nil),          // 27: gpuarena.node.v1.MemInfoResponse
+	(*BuildRequest)(nil),             // 28: gpuarena.node.v1.BuildRequest
+	(*LoadRequest)(nil),              // 29: gpuarena.node.v1.LoadRequest
+	(*DeploymentDevice)(nil),         // 30: gpuarena.node.v1.DeploymentDevice
+	(*Deployment)(nil),               // 31: gpuarena.node.v1.Deployment
+	(*DeploymentResponse)(nil),       // 32: gpuarena.node.v1.DeploymentResponse
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: gpuarena.node.v1.Error.code:type_name -> gpuarena.node.v1.ErrorCode
@@ -1972,19 +2650,26 @@ var file_node_proto_depIdxs = []int32{
 	1,  // 6: gpuarena.node.v1.ClusterInventoryResponse.error:type_name -> gpuarena.node.v1.Error
 	10, // 7: gpuarena.node.v1.ReserveResponse.reservation:type_name -> gpuarena.node.v1.Reservation
 	1,  // 8: gpuarena.node.v1.ReserveResponse.error:type_name -> gpuarena.node.v1.Error
-	1,  // 9: gpuarena.node.v1.ReleaseResponse.error:type_name -> gpuarena.node.v1.Error
-	16, // 10: gpuarena.node.v1.LedgerResponse.entries:type_name -> gpuarena.node.v1.LedgerEntry
-	1,  // 11: gpuarena.node.v1.LedgerResponse.error:type_name -> gpuarena.node.v1.Error
-	1,  // 12: gpuarena.node.v1.PreflightResponse.error:type_name -> gpuarena.node.v1.Error
-	21, // 13: gpuarena.node.v1.Placement.stages:type_name -> gpuarena.node.v1.Stage
-	22, // 14: gpuarena.node.v1.PlaceResponse.placements:type_name -> gpuarena.node.v1.Placement
-	1,  // 15: gpuarena.node.v1.PlaceResponse.error:type_name -> gpuarena.node.v1.Error
-	24, // 16: gpuarena.node.v1.PlaceResponse.answered_by:type_name -> gpuarena.node.v1.NodeRef
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	31, // 9: gpuarena.node.v1.ReserveResponse.deployment:type_name -> gpuarena.node.v1.Deployment
+	1,  // 10: gpuarena.node.v1.ReleaseResponse.error:type_name -> gpuarena.node.v1.Error
+	16, // 11: gpuarena.node.v1.LedgerResponse.entries:type_name -> gpuarena.node.v1.LedgerEntry
+	1,  // 12: gpuarena.node.v1.LedgerResponse.error:type_name -> gpuarena.node.v1.Error
+	1,  // 13: gpuarena.node.v1.PreflightResponse.error:type_name -> gpuarena.node.v1.Error
+	21, // 14: gpuarena.node.v1.Placement.stages:type_name -> gpuarena.node.v1.Stage
+	22, // 15: gpuarena.node.v1.PlaceResponse.placements:type_name -> gpuarena.node.v1.Placement
+	1,  // 16: gpuarena.node.v1.PlaceResponse.error:type_name -> gpuarena.node.v1.Error
+	24, // 17: gpuarena.node.v1.PlaceResponse.answered_by:type_name -> gpuarena.node.v1.NodeRef
+	26, // 18: gpuarena.node.v1.MemInfoResponse.devices:type_name -> gpuarena.node.v1.DeviceMemInfo
+	1,  // 19: gpuarena.node.v1.MemInfoResponse.error:type_name -> gpuarena.node.v1.Error
+	20, // 20: gpuarena.node.v1.BuildRequest.model:type_name -> gpuarena.node.v1.PlaceRequest
+	30, // 21: gpuarena.node.v1.Deployment.devices:type_name -> gpuarena.node.v1.DeploymentDevice
+	31, // 22: gpuarena.node.v1.DeploymentResponse.deployment:type_name -> gpuarena.node.v1.Deployment
+	1,  // 23: gpuarena.node.v1.DeploymentResponse.error:type_name -> gpuarena.node.v1.Error
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -1999,7 +2684,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -101,6 +101,9 @@ func (f *clusterFlags) connect(a *app) (client *node.Client, stop func(), err er
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := f.reachable(); err != nil {
+		return nil, nil, err
+	}
 	host, p, _ := net.SplitHostPort(f.listen)
 	port, _ := strconv.Atoi(p)
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
@@ -113,6 +116,16 @@ func (f *clusterFlags) connect(a *app) (client *node.Client, stop func(), err er
 		r.Shutdown(true)
 		system.Shutdown()
 	}, nil
+}
+
+// reachable dials --cluster once over TCP (and hangs up), so that a node
+// that is not there is said at once rather than after --timeout.
+func (f *clusterFlags) reachable() error {
+	c, err := net.DialTimeout("tcp", f.cluster, min(f.timeout, 2*time.Second))
+	if err != nil {
+		return fmt.Errorf("--cluster %s: no node answers there (%w): is \"arenactl node --listen %s\" running?", f.cluster, err, f.cluster)
+	}
+	return c.Close()
 }
 
 // explain adds to a timeout what it may mean when this command runs

@@ -70,7 +70,7 @@ func (p *automanagedProvider) StartMember(c *cluster.Cluster) error {
 	}
 	l, err := net.Listen("tcp", p.endpoint)
 	if err != nil {
-		return fmt.Errorf("automanaged membership endpoint: %w", err)
+		return fmt.Errorf("automanaged membership endpoint %s (the gRPC port + 1 unless the membership port is set; another node's --listen there?): %w", p.endpoint, err)
 	}
 	p.health.Listener = l
 	p.health.StdLogger = slog.NewLogLogger(c.Logger().Handler(), slog.LevelWarn)

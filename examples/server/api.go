@@ -144,21 +144,52 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, endpoint string,
 	return false
 }
 
-// parseCompletion checks a completion request.
+// parseCompletion checks a completion request. Its prompt is text (a
+// string, or an array of one string) or token ids (an array of integers,
+// or an array of one such array), as OpenAI's API and vLLM take it; a
+// batch of several prompts is refused: send one request per prompt.
 func (s *server) parseCompletion(req *completionRequest) (generation, *requestError) {
-	var prompt string
-	if err := json.Unmarshal(req.Prompt, &prompt); err != nil {
-		var list []string
-		if json.Unmarshal(req.Prompt, &list) != nil || len(list) != 1 {
-			return generation{}, badRequest("prompt", "prompt must be a string or an array of one string")
-		}
-		prompt = list[0]
+	prompt, rerr := s.promptIDs(req.Prompt)
+	if rerr != nil {
+		return generation{}, rerr
 	}
 	g, rerr := s.parseCommon(req.Model, prompt, &req.samplingFields)
 	if rerr != nil {
 		return g, rerr
 	}
 	return g, s.setMaxTokens(&g, "max_tokens", req.MaxTokens, defaultCompletionMaxTokens)
+}
+
+// promptIDs is a completion's prompt as token ids: text through the
+// tokenizer, ids as given (each in [0, vocab_size)).
+func (s *server) promptIDs(raw json.RawMessage) ([]int32, *requestError) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return encode(text), nil
+	}
+	var texts []string
+	if json.Unmarshal(raw, &texts) == nil && len(texts) == 1 {
+		return encode(texts[0]), nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) != nil {
+		var batch [][]int64
+		if json.Unmarshal(raw, &batch) != nil || len(batch) != 1 {
+			if len(texts) > 1 || len(batch) > 1 {
+				return nil, badRequest("prompt", "a batch of %d prompts: this server takes one prompt a request; send one request per prompt", max(len(texts), len(batch)))
+			}
+			return nil, badRequest("prompt", "prompt must be a string, an array of one string, or token ids (an array of integers)")
+		}
+		ids = batch[0]
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= int64(s.vocab) {
+			return nil, badRequest("prompt", "prompt token %d is %d: token ids must be in [0, %d) (vocab_size)", i, id, s.vocab)
+		}
+		out[i] = int32(id)
+	}
+	return out, nil
 }
 
 // parseChat checks a chat request.
@@ -173,7 +204,7 @@ func (s *server) parseChat(req *chatRequest) (generation, *requestError) {
 			return generation{}, badRequest("messages", "messages[%d].role %q: want system, developer, user, assistant or tool", i, m.Role)
 		}
 	}
-	g, rerr := s.parseCommon(req.Model, chatPrompt(req.Messages), &req.samplingFields)
+	g, rerr := s.parseCommon(req.Model, encode(chatPrompt(req.Messages)), &req.samplingFields)
 	if rerr != nil {
 		return g, rerr
 	}
@@ -184,13 +215,14 @@ func (s *server) parseChat(req *chatRequest) (generation, *requestError) {
 	return g, s.setMaxTokens(&g, param, mt, s.limit-len(g.prompt))
 }
 
-// parseCommon checks what both endpoints share.
-func (s *server) parseCommon(model, prompt string, f *samplingFields) (generation, *requestError) {
-	g := generation{prompt: encode(prompt), n: 1, stream: f.Stream}
+// parseCommon checks what both endpoints share; prompt is the prompt's
+// token ids.
+func (s *server) parseCommon(model string, prompt []int32, f *samplingFields) (generation, *requestError) {
+	g := generation{prompt: prompt, n: 1, stream: f.Stream}
 	switch {
 	case model != "" && model != s.name:
 		return g, &requestError{status: http.StatusNotFound, param: "model", msg: fmt.Sprintf("model %q does not exist; this server serves %q", model, s.name)}
-	case prompt == "":
+	case len(prompt) == 0:
 		return g, badRequest("prompt", "the prompt is empty")
 	}
 	if f.N != nil {

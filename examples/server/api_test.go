@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -152,7 +153,11 @@ func TestBadRequests(t *testing.T) {
 		{"over-long prompt", "/v1/completions", `{"prompt": "` + long + `", "max_tokens": 20}`, 400, "maximum context length is 512 tokens"},
 		{"oversized body", "/v1/completions", `{"prompt": "` + strings.Repeat("y", 2<<20) + `"}`, 413, "larger than 1048576 bytes"},
 		{"empty prompt", "/v1/completions", `{"prompt": ""}`, 400, "empty"},
-		{"batch of prompts", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, "one string"},
+		{"batch of prompts", "/v1/completions", `{"prompt": ["a", "b"]}`, 400, "one request per prompt"},
+		{"batch of token-id prompts", "/v1/completions", `{"prompt": [[1, 2], [3]]}`, 400, "one request per prompt"},
+		{"token id past the vocabulary", "/v1/completions", `{"prompt": [1, 9999999]}`, 400, "must be in [0, "},
+		{"negative token id", "/v1/completions", `{"prompt": [-1]}`, 400, "must be in [0, "},
+		{"prompt of another type", "/v1/completions", `{"prompt": {"text": "a"}}`, 400, "token ids"},
 		{"unknown model", "/v1/completions", `{"model": "gpt-9", "prompt": "a"}`, 404, "does not exist"},
 		{"bad role", "/v1/chat/completions", `{"messages": [{"role": "robot", "content": "a"}]}`, 400, "role"},
 		{"no messages", "/v1/chat/completions", `{"messages": []}`, 400, "at least one message"},
@@ -201,6 +206,28 @@ func TestBadRequests(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// A prompt of token ids, flat or in an array of one, is served as the text
+// whose ids they are (the stand-in tokenizer's ids are the text's bytes).
+func TestTokenIDPrompt(t *testing.T) {
+	ts := startTestServer(t, 4000)
+	text := "The ledger says"
+	ids, err := json.Marshal(encode(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want completion
+	if code := ts.postJSON(t, "/v1/completions", fmt.Sprintf(`{"prompt": %q, "max_tokens": 8, "seed": 3}`, text), &want); code != 200 {
+		t.Fatalf("text prompt: status %d", code)
+	}
+	for _, prompt := range []string{string(ids), "[" + string(ids) + "]"} {
+		var got completion
+		if code := ts.postJSON(t, "/v1/completions", fmt.Sprintf(`{"prompt": %s, "max_tokens": 8, "seed": 3}`, prompt), &got); code != 200 ||
+			got.Choices[0].Text != want.Choices[0].Text || got.Usage.PromptTokens != len(text) {
+			t.Fatalf("prompt %s: status %d, %+v; want %q from %d prompt tokens", prompt, code, got, want.Choices[0].Text, len(text))
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // completionRequest is POST /v1/completions' body.
 type completionRequest struct {
 	Model     string          `json:"model"`
-	Prompt    json.RawMessage `json:"prompt"` // a string, or an array of one string
+	Prompt    json.RawMessage `json:"prompt"` // a string, an array of one string, or token ids (one array of integers)
 	MaxTokens *int            `json:"max_tokens"`
 	samplingFields
 }

@@ -33,6 +33,7 @@ type server struct {
 	log     *slog.Logger
 	name    string // the served model's name
 	limit   int    // min(max_seq_len, the tokens the KV cache holds): the longest request
+	vocab   int32  // vocab_size: a prompt of token ids must stay below it
 	plan    *arena.Plan
 	fit     *arena.FitReport
 	started time.Time

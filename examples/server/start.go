@@ -120,7 +120,7 @@ func build(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.Mod
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collector())
 	s := &server{m: m, reg: reg, metrics: newServerMetrics(reg), history: &kvHistory{}, log: log, name: st.name,
-		limit: requestLimit(sched.Limit(), spec), plan: plan, fit: fit, started: time.Now()}
+		limit: requestLimit(sched.Limit(), spec), vocab: int32(cfg.VocabSize), plan: plan, fit: fit, started: time.Now()}
 	if s.name == "" {
 		s.name = strings.TrimSuffix(filepath.Base(st.config), ".json")
 	}

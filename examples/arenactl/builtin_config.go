@@ -68,25 +68,32 @@ func builtinRunConfig() (string, func(), error) {
 }
 
 // loadConfig reads the config at path (arena.LoadConfig). A path that does
-// not exist but names a built-in config — "llama-3.1-8b",
-// "llama-3.1-8b.json" or "examples/configs/llama-3.1-8b.json" — reads the
-// built-in one (configs.FS), so the example configs work from any
-// directory. Errors: arena.LoadConfig's.
+// not exist but names a built-in config (builtinConfig) reads the built-in
+// one. Errors: arena.LoadConfig's.
 func loadConfig(path string) (*arena.ModelConfig, error) {
 	cfg, err := arena.LoadConfig(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return cfg, err
 	}
-	if dir := filepath.Dir(filepath.Clean(path)); dir != "." && dir != filepath.Join("examples", "configs") {
+	data, ok := builtinConfig(path)
+	if !ok {
 		return nil, err
+	}
+	return arena.ParseConfig(data)
+}
+
+// builtinConfig is the built-in config (configs.FS) that path names —
+// "llama-3.1-8b", "llama-3.1-8b.json" or
+// "examples/configs/llama-3.1-8b.json" — so the example configs work from
+// any directory; false for a path in another folder or an unknown name.
+func builtinConfig(path string) ([]byte, bool) {
+	if dir := filepath.Dir(filepath.Clean(path)); dir != "." && dir != filepath.Join("examples", "configs") {
+		return nil, false
 	}
 	name := filepath.Base(path)
 	if !strings.HasSuffix(name, ".json") {
 		name += ".json"
 	}
-	data, ferr := configs.FS.ReadFile(name)
-	if ferr != nil {
-		return nil, err
-	}
-	return arena.ParseConfig(data)
+	data, err := configs.FS.ReadFile(name)
+	return data, err == nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"io/fs"
+	"strings"
 	"testing"
 )
 
@@ -20,5 +21,17 @@ func TestLoadConfigBuiltinName(t *testing.T) {
 		if _, err := loadConfig(name); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: %v, want the file's not-exist error", name, err)
 		}
+	}
+}
+
+// The cluster commands send the built-in config a name stands for.
+func TestReadConfigJSONBuiltinName(t *testing.T) {
+	t.Chdir(t.TempDir())
+	data, err := readConfigJSON("qwen3-8b")
+	if err != nil || !strings.Contains(string(data), `"qwen3"`) {
+		t.Fatalf("readConfigJSON(qwen3-8b): %v, %.60q", err, data)
+	}
+	if _, err := readConfigJSON("no-such-model"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("readConfigJSON(no-such-model): %v, want not-exist", err)
 	}
 }

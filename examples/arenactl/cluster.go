@@ -94,7 +94,7 @@ func newClusterCmd(a *app) *cobra.Command {
 		s.Flags().StringVar(&c.key, "key", "", "the reservation's or deployment's key, 1 to 256 bytes (required)")
 	}
 	for _, s := range []*cobra.Command{reserve, renew, build} {
-		s.Flags().DurationVar(&c.ttl, "ttl", 30*time.Second, "the lease: the node frees the reservation when it is not renewed within this (100ms to 24h)")
+		s.Flags().DurationVar(&c.ttl, "ttl", 30*time.Second, "the lease: the node frees the reservation (or deployment) when it is not renewed within this (100ms to 24h)")
 	}
 	reserve.Flags().Int32Var(&c.device, "device", 0, "the device index on the node")
 	reserve.Flags().Var(&c.bytes, "bytes", "bytes to reserve: a count or a size (1GiB, 512MiB; required)")
@@ -120,6 +120,8 @@ func (c *clusterCmd) run(ctx context.Context, w io.Writer, needs string, op func
 	if c.node == "" {
 		c.node = c.conn.cluster
 	} else if err := checkHostPort("node", c.node, 1); err != nil {
+		return err
+	} else if err := reachable("node", c.node, c.conn.timeout); err != nil {
 		return err
 	}
 	client, closeClient, err := c.conn.connect(c.app)

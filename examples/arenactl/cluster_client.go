@@ -101,7 +101,7 @@ func (f *clusterFlags) connect(a *app) (client *node.Client, stop func(), err er
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := f.reachable(); err != nil {
+	if err := reachable("cluster", f.cluster, f.timeout); err != nil {
 		return nil, nil, err
 	}
 	host, p, _ := net.SplitHostPort(f.listen)
@@ -118,12 +118,13 @@ func (f *clusterFlags) connect(a *app) (client *node.Client, stop func(), err er
 	}, nil
 }
 
-// reachable dials --cluster once over TCP (and hangs up), so that a node
-// that is not there is said at once rather than after --timeout.
-func (f *clusterFlags) reachable() error {
-	c, err := net.DialTimeout("tcp", f.cluster, min(f.timeout, 2*time.Second))
+// reachable dials addr (the --flag address of a node) once over TCP and
+// hangs up, so that a node that is not there is said at once rather than
+// after --timeout.
+func reachable(flag, addr string, timeout time.Duration) error {
+	c, err := net.DialTimeout("tcp", addr, min(timeout, 2*time.Second))
 	if err != nil {
-		return fmt.Errorf("--cluster %s: no node answers there (%w): is \"arenactl node --listen %s\" running?", f.cluster, err, f.cluster)
+		return fmt.Errorf("--%s %s: no node answers there (%w): is \"arenactl node --listen %s\" running?", flag, addr, err, addr)
 	}
 	return c.Close()
 }
@@ -133,7 +134,7 @@ func (f *clusterFlags) reachable() error {
 // their answers never come.
 func (f *clusterFlags) explain(err error) error {
 	if errors.Is(err, actor.ErrTimeout) && f.tls == (tlsFlags{}) {
-		return fmt.Errorf("%w (no answer within --timeout %v: nodes started with --tls-cert answer only clients given --tls-cert and --tls-key)", err, f.timeout)
+		return fmt.Errorf("%w (no answer within --timeout %v: the node may have stopped, or the address may be a node's membership endpoint (its --listen port + 1) rather than its --listen; and nodes started with --tls-cert answer only clients given --tls-cert and --tls-key)", err, f.timeout)
 	}
 	return err
 }

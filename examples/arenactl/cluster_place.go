@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,13 +128,19 @@ func writeClusterPlaceText(w io.Writer, config, modelType, answeredBy string, to
 	return tw.Flush()
 }
 
-// readConfigJSON reads the config file LoadConfig read (path, or
-// path/config.json for a model folder), at most arena.MaxConfigBytes.
+// readConfigJSON reads the config file loadConfig read (path,
+// path/config.json for a model folder, or a built-in config's name), at
+// most arena.MaxConfigBytes.
 func readConfigJSON(path string) ([]byte, error) {
 	if info, err := os.Stat(path); err == nil && info.IsDir() {
 		path = filepath.Join(path, "config.json")
 	}
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if data, ok := builtinConfig(path); ok {
+			return data, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)
 	}

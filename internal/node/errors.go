@@ -19,7 +19,7 @@ var (
 	ErrNotFound = errors.New("no reservation or deployment with that key")
 	// ErrKeyConflict: the key names a reservation made with other
 	// arguments (another device, size or label).
-	ErrKeyConflict = errors.New("reservation key already used with other arguments")
+	ErrKeyConflict = errors.New("key already used (by a reservation or a deployment) with other arguments")
 	// ErrUnknownMessage: a message type the gateway does not take.
 	ErrUnknownMessage = errors.New("message type not taken by the node gateway")
 	// ErrBusy: the node is answering as many requests of the kind as it

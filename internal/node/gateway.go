@@ -241,7 +241,7 @@ func (g *gateway) renew(m *nodepb.RenewRequest) (*nodepb.Reservation, error) {
 	}
 	l, ok := g.leases[m.GetKey()]
 	if !ok {
-		return nil, fmt.Errorf("renew %q: %w: reserve it again", m.GetKey(), ErrNotFound)
+		return nil, fmt.Errorf("renew %q: %w: reserve (or build) it again", m.GetKey(), ErrNotFound)
 	}
 	return g.extend(l, m.GetTtlMs()), nil
 }

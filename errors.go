@@ -17,10 +17,12 @@ var (
 	// ErrOutOfMemory: the device or the budget cannot hold a request; the
 	// error is a *gpuworker.OutOfMemoryError (errors.As).
 	ErrOutOfMemory = gpuworker.ErrOutOfMemory
-	// ErrNoArena, ErrArenaBuilt, ErrReleased: arena lifecycle misuse.
-	ErrNoArena    = actors.ErrNoArena
-	ErrArenaBuilt = actors.ErrArenaBuilt
-	ErrReleased   = actors.ErrReleased
+	// ErrNoArena, ErrArenaBuilt, ErrReleased, ErrNotReleased: arena
+	// lifecycle misuse (ErrNotReleased: Reset of an arena not released).
+	ErrNoArena     = actors.ErrNoArena
+	ErrArenaBuilt  = actors.ErrArenaBuilt
+	ErrReleased    = actors.ErrReleased
+	ErrNotReleased = actors.ErrNotReleased
 	// ErrSlabAbsent: a carve of a slab the arena does not have.
 	ErrSlabAbsent = arena.ErrSlabAbsent
 	// ErrSlabExhausted: a carve past what is left of the slab.

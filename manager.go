@@ -181,6 +181,27 @@ func (m *Manager) Release(ctx context.Context) (device.ReleaseReport, error) {
 	return r, err
 }
 
+// Reset makes a released manager build again: after Release has freed
+// everything, the arena's supervisors forget the released arena and its
+// slabs, and BuildArena builds a new one (a server that swaps the model it
+// serves, or a node that deploys again on the same device, without a new
+// manager). Until that build, forward steps get ErrNoArena, not
+// ErrReleased. Weights, the KV cache and the embedder's allocations are not
+// its business: Release freed them and LoadWeights, BuildKVCache and Alloc
+// work after it anyway. Errors: ErrNotReleased when Release was not called
+// or left allocations of the arena live (the message says how many);
+// the context's error; ErrSupervisorStopped; ErrClosed; ErrReentrant.
+func (m *Manager) Reset(ctx context.Context) error {
+	if err := m.worker.CheckCaller(); err != nil {
+		return err
+	}
+	if err := m.sup.Reset(ctx); err != nil {
+		return err
+	}
+	m.logger.Info("gpuarena: reset after release")
+	return nil
+}
+
 // Err is nil while the manager serves requests. After the backend panicked
 // (errors.Is ErrBackendPanic), or a panic escaped the GPU actor, which then
 // stopped (ErrActorPanic), it is that fatal error: every later request fails

@@ -37,8 +37,10 @@ type arenaSupervisor struct {
 	retired bool
 }
 
-// Receive handles Started, BuildArena, RunForward and Release (its part:
-// retire the arena, then hand the release to the slab supervisor).
+// Receive handles Started, BuildArena, RunForward, Release (its part:
+// retire the arena, then hand the release to the slab supervisor) and
+// ResetArena (its part: forget the released arena, then hand the reset to
+// the slab supervisor).
 func (s *arenaSupervisor) Receive(c actor.Context) {
 	defer answerPanic("arena", s.cfg.logger, c.Message())
 	s.cfg.received("arena", c.Message())
@@ -59,6 +61,12 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 			return
 		}
 		m.Reply <- s.forward(m)
+	case *messages.ResetArena:
+		if err := s.reset(m); err != nil {
+			m.Reply <- err
+			return
+		}
+		c.Send(s.slab, m)
 	case *messages.Release:
 		if s.arena == nil && !s.retired {
 			// Nothing to release: the manager stays buildable.
@@ -69,6 +77,38 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 		m.RetireErr = s.worker.RetireOwners(uncancelled, []string{device.ArenaOwner})
 		c.Send(s.slab, m)
 	}
+}
+
+// reset forgets a released arena whose release freed all of it, and takes
+// its owner off the ledger's retired list, so that BuildArena builds again.
+// Errors: ErrNotReleased (no release, or a release that left allocations of
+// the arena or its slabs live); the GPU actor's.
+func (s *arenaSupervisor) reset(m *messages.ResetArena) error {
+	if err := s.cfg.refusing("reset arena"); err != nil {
+		return err
+	}
+	if !s.retired {
+		return fmt.Errorf("reset: %w: call Release first", ErrNotReleased)
+	}
+	if m.Ctx != nil && m.Ctx.Err() != nil {
+		return fmt.Errorf("reset: %w", m.Ctx.Err())
+	}
+	st, err := readLedger(s.worker)
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	if n := len(st.live); n > 0 {
+		var bytes int64
+		for _, e := range st.live {
+			bytes += e.Bytes
+		}
+		return fmt.Errorf("reset: %w: the release left %d allocation(s) of the arena and its slabs live (%d B): call Release again", ErrNotReleased, n, bytes)
+	}
+	if err := s.worker.RestoreOwners(uncancelled, []string{device.ArenaOwner}); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	s.arena, s.shared, s.retired = nil, nil, false
+	return nil
 }
 
 // rebuild reads the supervisor's state from the ledger: the built arena and

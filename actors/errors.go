@@ -11,6 +11,9 @@ var (
 	ErrNoArena = errors.New("no arena built")
 	// ErrReleased: a forward step or carve after the arena or slabs were released.
 	ErrReleased = errors.New("arena released")
+	// ErrNotReleased: a reset (Supervisors.Reset) of an arena that was not
+	// released, or whose release has not freed all of it.
+	ErrNotReleased = errors.New("arena not released")
 	// ErrSupervisorPanic: the supervisor panicked while it handled the
 	// request. The panic is answered with this error and the supervisor is
 	// restarted (RestartStrategy), rebuilding its state from the GPU actor's

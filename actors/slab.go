@@ -36,9 +36,10 @@ type slabState struct {
 	used int64
 }
 
-// Receive handles Started, RegisterArena (adopt its slabs), CarveSlab and
+// Receive handles Started, RegisterArena (adopt its slabs), CarveSlab,
 // Release (its part: retire the slabs, then hand the release to the release
-// supervisor).
+// supervisor) and ResetArena (the reset's last part: carve again once a new
+// arena registers its slabs).
 func (s *slabSupervisor) Receive(c actor.Context) {
 	defer answerPanic("slab", s.cfg.logger, c.Message())
 	s.cfg.received("slab", c.Message())
@@ -59,6 +60,10 @@ func (s *slabSupervisor) Receive(c actor.Context) {
 	case *messages.Release:
 		s.retired = true
 		c.Send(s.release, m)
+	case *messages.ResetArena:
+		// After the arena supervisor's part: the released slabs are freed.
+		s.retired, s.slabs = false, nil
+		m.Reply <- nil
 	}
 }
 

@@ -174,6 +174,19 @@ func (s *Supervisors) Forward(ctx context.Context, step func(a *device.Arena, de
 	return r.Duration, r.Err
 }
 
+// Reset ends a completed release: the arena supervisor forgets the released
+// arena (and takes its owner off the ledger's retired list) and the slab
+// supervisor its slabs, so BuildArena builds again; until it does, forward
+// steps and carves get ErrNoArena and arena.ErrSlabAbsent, not ErrReleased.
+// Errors: ErrNotReleased when the arena was not released or its release
+// left allocations of it live; the context's error; ErrSupervisorStopped;
+// ErrClosed.
+func (s *Supervisors) Reset(ctx context.Context) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, s, s.arena, s.chain, &messages.ResetArena{Ctx: ctx, Reply: reply}, reply)
+	return errors.Join(err, r)
+}
+
 // CarveSlab carves bytes bytes (aligned to align, 0: DefaultSlabAlign) from
 // slab name, and records the carve in the ledger as a view of the slab. It
 // returns the carved region's pointer and its offset in the slab, in bytes.

@@ -26,7 +26,8 @@ func (a *gpuActor) addView(m *messages.AddView) error {
 	return nil
 }
 
-// retireOwners records m.Owners as retired. It does not refuse after a
+// retireOwners records m.Owners as retired (with m.Restore, takes them off
+// the retired list). It does not refuse after a
 // backend panic: it touches only the ledger, and a consistent ledger is what
 // teardown needs.
 //
@@ -37,6 +38,10 @@ func (a *gpuActor) addView(m *messages.AddView) error {
 func (a *gpuActor) retireOwners(m *messages.RetireOwners) error {
 	if m.Ctx != nil && m.Ctx.Err() != nil {
 		return m.Ctx.Err()
+	}
+	if m.Restore {
+		a.ledger.restore(m.Owners)
+		return nil
 	}
 	a.ledger.retire(m.Owners)
 	a.dispatcher.Expect()

@@ -129,6 +129,13 @@ func (l *ledger) retire(owners []string) {
 	}
 }
 
+// restore takes owners off the retired list.
+func (l *ledger) restore(owners []string) {
+	for _, o := range owners {
+		delete(l.retired, o)
+	}
+}
+
 // remove forgets a freed allocation and the views inside it.
 func (l *ledger) remove(ptr device.DevicePtr) {
 	e, ok := l.entries[ptr]

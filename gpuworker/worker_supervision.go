@@ -30,3 +30,12 @@ func (w *Worker) RetireOwners(ctx context.Context, owners []string) error {
 	r, err := ask(ctx, w, &messages.RetireOwners{Ctx: ctx, Owners: owners, Reply: reply}, reply)
 	return errors.Join(err, r)
 }
+
+// RestoreOwners takes owners off the ledger's retired list
+// (device.Ledger.Retired): a released arena's owner, when its manager is
+// reset to build again. It frees and allocates nothing.
+func (w *Worker) RestoreOwners(ctx context.Context, owners []string) error {
+	reply := make(chan error, 1)
+	r, err := ask(ctx, w, &messages.RetireOwners{Ctx: ctx, Owners: owners, Restore: true, Reply: reply}, reply)
+	return errors.Join(err, r)
+}

@@ -39,8 +39,9 @@ func newClusterBuildCmd(c *clusterCmd) *cobra.Command {
 (--node, default --cluster): global rank S·T + r of the layout
 (arena.PlanRanks) on --devices[r], one device per tensor-parallel rank, each
 its arena, all or nothing. The devices must hold nothing (no reservation,
-no other deployment); a device released once builds no arena again until
-its node restarts. The serving and budget flags are those of "place". The
+no other deployment); a released deployment's devices are reset
+(Manager.Reset) and take the next one. The serving and budget flags are
+those of "place". The
 deployment is held under --key for --ttl ("cluster renew" extends it,
 "cluster release" or a lapsed lease frees every byte on its devices);
 building again with the same key and flags returns the same deployment.

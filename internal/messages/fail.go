@@ -63,6 +63,9 @@ func (m *AddView) Fail(err error) { m.Reply <- err }
 // Fail answers the request with err.
 func (m *RetireOwners) Fail(err error) { m.Reply <- err }
 
+// Fail answers the request with err.
+func (m *ResetArena) Fail(err error) { m.Reply <- err }
+
 // Fail answers the request with err and no module.
 func (m *LoadModule) Fail(err error) { m.Reply <- LoadModuleReply{Err: err} }
 

@@ -35,5 +35,17 @@ type AddView struct {
 type RetireOwners struct {
 	Ctx    context.Context
 	Owners []string
-	Reply  chan<- error
+	// Restore takes Owners off the retired list instead: a manager reset
+	// after its release (gpuarena.Manager.Reset).
+	Restore bool
+	Reply   chan<- error
+}
+
+// ResetArena ends a completed release, so the arena can be built again:
+// sent to the arena supervisor, which hands it on to the slab supervisor;
+// the slab supervisor replies. Reply: nil, or why it cannot (the arena was
+// not released, or its release has not freed everything).
+type ResetArena struct {
+	Ctx   context.Context
+	Reply chan<- error
 }

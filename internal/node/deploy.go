@@ -171,14 +171,14 @@ func checkArenaFits(mgr *gpuarena.Manager, dev int32, plan *arena.Plan) error {
 }
 
 // holder names what device dev holds that a deployment cannot share it
-// with ("" for nothing): a deployment, a released deployment (its arena
-// is retired), a reservation, or anything else in its ledger.
+// with ("" for nothing): a deployment, a deployment whose release failed
+// part-way, a reservation, or anything else in its ledger.
 func (g *gateway) holder(ctx context.Context, dev int32) (string, error) {
 	if d := g.deploymentOn(dev); d != nil {
 		return fmt.Sprintf("deployment %q", d.dep.GetKey()), nil
 	}
 	if key, ok := g.retired[dev]; ok {
-		return fmt.Sprintf("the released deployment %q (a released device builds no arena again until the node restarts)", key), nil
+		return fmt.Sprintf("the deployment %q, whose release did not finish (release it again)", key), nil
 	}
 	var keys []string
 	for k, l := range g.leases {
@@ -281,17 +281,26 @@ func (g *gateway) freeWeights(devs []*nodepb.DeploymentDevice) error {
 }
 
 // releaseDevices releases devs (Manager.Release: the arena and whatever
-// else they hold) for the deployment key, and retires those that held an
-// arena: gpuarena builds no arena again on a released device. It keeps
-// going after an error and returns them all.
+// else they hold) for the deployment key, and resets each that held an
+// arena (Manager.Reset), so a later deployment builds there again. A device
+// whose release or reset fails stays refused (retired, naming key) until
+// a later release of the same deployment succeeds. It keeps going after
+// an error and returns them all.
 func (g *gateway) releaseDevices(ctx context.Context, key string, devs []int32) error {
 	var errs []error
 	for _, dev := range devs {
-		_, err := g.group.Rank(int(dev)).Release(ctx)
-		if !errors.Is(err, gpuarena.ErrNoArena) {
-			g.retired[dev] = key
+		m := g.group.Rank(int(dev))
+		_, err := m.Release(ctx)
+		if err == nil {
+			err = m.Reset(ctx)
 		}
-		if err != nil && !errors.Is(err, gpuarena.ErrClosed) && !errors.Is(err, gpuarena.ErrNoArena) {
+		switch {
+		case err == nil, errors.Is(err, gpuarena.ErrNoArena):
+			delete(g.retired, dev)
+		case errors.Is(err, gpuarena.ErrClosed):
+			g.retired[dev] = key
+		default:
+			g.retired[dev] = key
 			errs = append(errs, fmt.Errorf("releasing device %d: %w", dev, err))
 		}
 	}

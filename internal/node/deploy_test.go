@@ -201,9 +201,18 @@ func TestDeployBuildLoadRelease(t *testing.T) {
 			t.Fatalf("device %d has %d B free after the release, want %d as before the build", dev, got, free[dev])
 		}
 	}
-	retired := askLocal[*nodepb.DeploymentResponse](t, lg, req)
-	if !errors.Is(remoteError("local", retired.GetError()), ErrDeviceInUse) {
-		t.Fatalf("build on released devices: %v, want ErrDeviceInUse (gpuarena retires a released arena)", retired.GetError())
+	// The released devices are reset (Manager.Reset): a new deployment
+	// builds there, and releases again to nothing.
+	second := proto.CloneOf(req)
+	second.Key = "again"
+	deployed(t, lg, second)
+	if rel := askLocal[*nodepb.ReleaseResponse](t, lg, &nodepb.ReleaseRequest{Key: "again"}); !rel.GetReleased() || rel.GetError() != nil {
+		t.Fatalf("release of the second deployment: %v", rel)
+	}
+	for _, dev := range []int32{0, 1} {
+		if got := ownerTotals(t, lg, dev); len(got) != 0 {
+			t.Fatalf("device %d holds %v after the second release, want nothing", dev, got)
+		}
 	}
 }
 

@@ -29,6 +29,8 @@
 // pipeline stage's arenas (arena.PlanRanks, Manager.BuildArena) on devices
 // that hold nothing else, a LoadRequest loads each device's weight shard
 // (Manager.LoadWeightsRank), each all or nothing, and a release or a
-// lapsed lease calls Manager.Release on its devices, which retires them
-// for arenas until the node restarts (ERROR_CODE_DEVICE_IN_USE).
+// lapsed lease calls Manager.Release and then Manager.Reset on its
+// devices, which take the next deployment (a device whose release failed
+// part-way is refused, ERROR_CODE_DEVICE_IN_USE, until it is released
+// again).
 package node

@@ -65,7 +65,7 @@ type gateway struct {
 
 	leases      map[string]*lease
 	deployments map[string]*deployment
-	retired     map[int32]string // devices released by a deployment: its key
+	retired     map[int32]string // devices whose deployment's release failed part-way: its key
 	version     uint64
 	placing     map[string]bool // the placement calls under way, by PID id
 }

@@ -51,8 +51,8 @@ const (
 	// once (placements: node.MaxPlacementCalls); ask again later.
 	ErrorCode_ERROR_CODE_BUSY ErrorCode = 9
 	// The device holds something that a deployment cannot share it with: a
-	// reservation, another deployment, or a deployment released before (a
-	// released device builds no arena again until its node restarts).
+	// reservation, another deployment, or a deployment whose release failed
+	// part-way (release it again).
 	ErrorCode_ERROR_CODE_DEVICE_IN_USE ErrorCode = 10
 )
 

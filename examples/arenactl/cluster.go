@@ -144,15 +144,19 @@ func (c *clusterCmd) inventory(ctx context.Context, client *node.Client, w io.Wr
 	}
 	fmt.Fprintf(w, "%d node(s), as %s sees them\n\n", len(invs), c.conn.cluster)
 	tw := newTable(w)
-	row(tw, "node", "member", "device", "name", "total", "free", "budget", "used", "owners")
+	row(tw, "node", "member", "device", "name", "total", "free", "budget", "used", "deployment", "owners")
 	for _, inv := range invs {
 		for _, d := range inv.GetDevices() {
 			var owners []string
 			for _, o := range d.GetOwners() {
 				owners = append(owners, fmt.Sprintf("%s=%s", o.GetOwner(), human(o.GetBytes())))
 			}
+			dep := "-"
+			if k := d.GetDeploymentKey(); k != "" {
+				dep = fmt.Sprintf("%s (%s, %s)", k, d.GetModelType(), yesNo(d.GetWeightsLoaded(), "weights from "+d.GetModelDir(), "no weights"))
+			}
 			row(tw, inv.GetAddress(), inv.GetMemberId(), d.GetIndex(), d.GetName(), human(d.GetTotalBytes()), human(d.GetFreeBytes()),
-				human(d.GetBudgetBytes()), human(d.GetUsedBytes()), strings.Join(owners, " "))
+				human(d.GetBudgetBytes()), human(d.GetUsedBytes()), dep, strings.Join(owners, " "))
 		}
 	}
 	return tw.Flush()

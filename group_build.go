@@ -104,7 +104,8 @@ func (g *Group) rollBackWeights(ws []*device.Weights, err error) error {
 // weights, KV cache and the embedder's allocations) and returns each
 // rank's report, by rank. Every rank is released whatever the others
 // return; the errors are *RankErrors joined in rank order (ErrNoArena from
-// a rank with no arena among them). Later builds get ErrReleased.
+// a rank with no arena among them). Later builds get ErrReleased, until
+// Reset.
 func (g *Group) Release(ctx context.Context) ([]device.ReleaseReport, error) {
 	if err := g.checkCaller(); err != nil {
 		return nil, err
@@ -117,4 +118,22 @@ func (g *Group) Release(ctx context.Context) ([]device.ReleaseReport, error) {
 		return err
 	})
 	return reps, err
+}
+
+// Reset makes a released group build again: Manager.Reset on every rank at
+// once (a rank with no arena, such as one whose part of a rolled-back build
+// failed, has nothing to reset), then BuildArenas builds. When any rank
+// cannot reset the group keeps refusing builds. Errors: *RankErrors in
+// rank order wrapping Manager.Reset's (ErrNotReleased for a rank whose
+// arena is built and not released, or whose release left part of it);
+// ErrReentrant.
+func (g *Group) Reset(ctx context.Context) error {
+	if err := g.checkCaller(); err != nil {
+		return err
+	}
+	err := g.each("reset", func(_ int, m *Manager) error { return m.Reset(ctx) })
+	if err == nil {
+		g.arenaRetired.Store(false)
+	}
+	return err
 }

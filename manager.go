@@ -188,9 +188,11 @@ func (m *Manager) Release(ctx context.Context) (device.ReleaseReport, error) {
 // manager). Until that build, forward steps get ErrNoArena, not
 // ErrReleased. Weights, the KV cache and the embedder's allocations are not
 // its business: Release freed them and LoadWeights, BuildKVCache and Alloc
-// work after it anyway. Errors: ErrNotReleased when Release was not called
-// or left allocations of the arena live (the message says how many);
-// the context's error; ErrSupervisorStopped; ErrClosed; ErrReentrant.
+// work after it anyway. With no arena, built or released (a new manager,
+// or one reset already), it does nothing. Errors: ErrNotReleased when the
+// arena is built and not released, or Release left allocations of it live
+// (the message says how many); the context's error; ErrSupervisorStopped;
+// ErrClosed; ErrReentrant.
 func (m *Manager) Reset(ctx context.Context) error {
 	if err := m.worker.CheckCaller(); err != nil {
 		return err

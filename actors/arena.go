@@ -80,15 +80,19 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 }
 
 // reset forgets a released arena whose release freed all of it, and takes
-// its owner off the ledger's retired list, so that BuildArena builds again.
-// Errors: ErrNotReleased (no release, or a release that left allocations of
+// its owner off the ledger's retired list, so that BuildArena builds again;
+// with no arena, built or released, it does nothing. Errors: ErrNotReleased
+// (an arena built and not released, or a release that left allocations of
 // the arena or its slabs live); the GPU actor's.
 func (s *arenaSupervisor) reset(m *messages.ResetArena) error {
 	if err := s.cfg.refusing("reset arena"); err != nil {
 		return err
 	}
-	if !s.retired {
-		return fmt.Errorf("reset: %w: call Release first", ErrNotReleased)
+	switch {
+	case !s.retired && s.arena == nil:
+		return nil // no arena, built or released: nothing to reset
+	case !s.retired:
+		return fmt.Errorf("reset: %w: the arena is built; call Release first", ErrNotReleased)
 	}
 	if m.Ctx != nil && m.Ctx.Err() != nil {
 		return fmt.Errorf("reset: %w", m.Ctx.Err())

@@ -178,7 +178,8 @@ func (s *Supervisors) Forward(ctx context.Context, step func(a *device.Arena, de
 // arena (and takes its owner off the ledger's retired list) and the slab
 // supervisor its slabs, so BuildArena builds again; until it does, forward
 // steps and carves get ErrNoArena and arena.ErrSlabAbsent, not ErrReleased.
-// Errors: ErrNotReleased when the arena was not released or its release
+// With no arena, built or released, it does nothing. Errors:
+// ErrNotReleased when the arena is built and not released, or its release
 // left allocations of it live; the context's error; ErrSupervisorStopped;
 // ErrClosed.
 func (s *Supervisors) Reset(ctx context.Context) error {

@@ -83,11 +83,8 @@ func NewHostSimMachine(c MachineConfig) (*HostSimMachine, error) {
 	return m, nil
 }
 
-// Len is the number of devices.
-func (m *HostSimMachine) Len() int { return len(m.devices) }
-
-// Device returns device ordinal i (0 ≤ i < Len), for Threads and
-// BytesInUse.
+// Device returns device ordinal i (0 ≤ i < the machine's devices), for
+// Threads and BytesInUse.
 func (m *HostSimMachine) Device(i int) *HostSim { return m.devices[i] }
 
 // Factories returns one BackendFactory per device, in ordinal order: each

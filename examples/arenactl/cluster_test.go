@@ -16,10 +16,10 @@ import (
 
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/node"
 	"github.com/gpuarena/gpuarena/internal/nodepb"
 	"github.com/gpuarena/gpuarena/internal/testkit"
+	"github.com/gpuarena/gpuarena/internal/testkit/simgroup"
 )
 
 // nodeThrottleGoroutines are the goroutines a node started in the test
@@ -89,31 +89,13 @@ func TestClusterTimeoutSaysWhatTLSNeeds(t *testing.T) {
 // process: remote.Start sets gRPC's process-wide logger).
 func startLocalNode(t *testing.T) (*node.Node, *node.Client) {
 	t.Helper()
-	mc, err := gpuworker.ParseMachine("2xh100-80gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	machine, err := gpuworker.NewHostSimMachine(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(machine.Factories()...),
-		gpuarena.WithRankOptions(gpuarena.WithLogger(testkit.Discard)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	group := simgroup.Open(t, simgroup.Machine(t, "2xh100-80gb"))
 	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", Provider: node.Static(time.Second, time.Second), Devices: group,
 		GossipInterval: 50 * time.Millisecond, Logger: testkit.Discard})
 	if err != nil {
-		_ = group.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		n.Close()
-		if err := group.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	t.Cleanup(func() { n.Close() }) // before the group's close, which simgroup.Open registered first
 	return n, n.Client(10 * time.Second)
 }
 

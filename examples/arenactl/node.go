@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,36 +155,8 @@ func (c *nodeCmd) setup() (nodeSetup, error) {
 	if s.creds, err = c.tls.credentials(); err != nil {
 		return nodeSetup{}, err
 	}
-	s.factories, err = c.backends()
+	s.factories, err = deviceBackends(c.backend, c.devices)
 	return s, err
-}
-
-// backends are the devices' backends: a hostsim machine
-// (gpuworker.ParseMachine), or ordinals 0 to N-1 of another backend.
-func (c *nodeCmd) backends() ([]gpuworker.BackendFactory, error) {
-	if c.backend == gpuworker.KindHostSim {
-		mc, err := gpuworker.ParseMachine(c.devices)
-		if err != nil {
-			return nil, fmt.Errorf("--devices: %w", err)
-		}
-		m, err := gpuworker.NewHostSimMachine(mc)
-		if err != nil {
-			return nil, fmt.Errorf("--devices: %w", err)
-		}
-		return m.Factories(), nil
-	}
-	if !slices.Contains(gpuworker.Backends(), c.backend) {
-		return nil, fmt.Errorf("--backend %q: %w", c.backend, &gpuworker.BackendNotBuiltInError{Name: c.backend, Available: gpuworker.Backends()})
-	}
-	n, err := strconv.Atoi(c.devices)
-	if err != nil || n < 1 || n > gpuworker.MaxMachineDevices {
-		return nil, fmt.Errorf("--devices %q: the %s backend takes a count of devices, 1 to %d", c.devices, c.backend, gpuworker.MaxMachineDevices)
-	}
-	fs := make([]gpuworker.BackendFactory, n)
-	for i := range fs {
-		fs[i] = gpuworker.BackendConfig{Kind: c.backend, Ordinal: i}.Factory()
-	}
-	return fs, nil
 }
 
 // run opens the devices, joins the cluster, prints the node's address and

@@ -82,14 +82,21 @@ type groupRankReport struct {
 
 func (r *groupReport) failed(what string) { r.InvariantsFailed = append(r.InvariantsFailed, what) }
 
-// groupBackends are the ranks' backends --devices names: a hostsim machine
-// (gpuworker.ParseMachine), or cuda ordinals 0 to N-1.
+// groupBackends are the ranks' backends --devices names (deviceBackends).
 func (c *runCmd) groupBackends(changed func(string) bool) ([]gpuworker.BackendFactory, error) {
 	if changed("device-memory") || changed("device") {
 		return nil, errors.New("--devices: names the devices itself; leave out --device and --device-memory")
 	}
-	if c.backend.kind == gpuworker.KindHostSim {
-		mc, err := gpuworker.ParseMachine(c.group.devices)
+	return deviceBackends(c.backend.kind, c.group.devices)
+}
+
+// deviceBackends are the backends of --devices on --backend kind: on
+// hostsim a simulated machine (gpuworker.ParseMachine: "8xh200", "2"), on
+// another backend a count N, its ordinals 0 to N-1. run --devices and node
+// both take it.
+func deviceBackends(kind, devices string) ([]gpuworker.BackendFactory, error) {
+	if kind == gpuworker.KindHostSim {
+		mc, err := gpuworker.ParseMachine(devices)
 		if err != nil {
 			return nil, fmt.Errorf("--devices: %w", err)
 		}
@@ -99,16 +106,16 @@ func (c *runCmd) groupBackends(changed func(string) bool) ([]gpuworker.BackendFa
 		}
 		return m.Factories(), nil
 	}
-	n, err := strconv.Atoi(c.group.devices)
-	if err != nil || n < 1 || n > gpuworker.MaxMachineDevices {
-		return nil, fmt.Errorf("--devices %q: the %s backend takes a count of devices, 1 to %d", c.group.devices, c.backend.kind, gpuworker.MaxMachineDevices)
+	if !slices.Contains(gpuworker.Backends(), kind) {
+		return nil, fmt.Errorf("--backend %q: %w", kind, &gpuworker.BackendNotBuiltInError{Name: kind, Available: gpuworker.Backends()})
 	}
-	if !slices.Contains(gpuworker.Backends(), c.backend.kind) {
-		return nil, fmt.Errorf("--backend %q: %w", c.backend.kind, &gpuworker.BackendNotBuiltInError{Name: c.backend.kind, Available: gpuworker.Backends()})
+	n, err := strconv.Atoi(devices)
+	if err != nil || n < 1 || n > gpuworker.MaxMachineDevices {
+		return nil, fmt.Errorf("--devices %q: the %s backend takes a count of devices, 1 to %d", devices, kind, gpuworker.MaxMachineDevices)
 	}
 	fs := make([]gpuworker.BackendFactory, n)
 	for i := range fs {
-		fs[i] = gpuworker.BackendConfig{Kind: c.backend.kind, Ordinal: i}.Factory()
+		fs[i] = gpuworker.BackendConfig{Kind: kind, Ordinal: i}.Factory()
 	}
 	return fs, nil
 }

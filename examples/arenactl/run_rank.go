@@ -156,7 +156,11 @@ func (c *runCmd) checkRank(ctx context.Context, m *gpuarena.Manager, rep *runRep
 	if c.model == "" { // --config alone: the weights are priced, not loaded
 		rr.FitWeightBytes = 0
 	}
-	rr.FitKVBytes = rep.KVBlocks * c.kvFit.KVBytesPerBlock
+	blocks := c.kvFit.KVBlocks // the fit's, or what --kv-blocks asked instead
+	if c.kvBlocks > 0 {
+		blocks = c.kvBlocks
+	}
+	rr.FitKVBytes = blocks * c.kvFit.KVBytesPerBlock
 	rr.FitBytes = rr.FitWeightBytes + rr.FitArenaBytes + rr.FitKVBytes
 	if !rr.LayoutFits {
 		rep.failed(fmt.Sprintf("the fit says layout %s does not fit this device on every rank", rr.Layout))

@@ -25,7 +25,7 @@ func TestRunRank(t *testing.T) {
 	switch {
 	case k == nil:
 		t.Fatal("no rank in the report")
-	case k.Rank != 1 || !k.LayoutFits || k.LayoutKVBlocks != rep.KVBlocks:
+	case k.Rank != 1 || !k.LayoutFits || k.LayoutKVBlocks != rep.KVBlocks || k.FitKVBytes != rep.KVCacheBytes:
 		t.Errorf("rank %d, layout fits %v, layout %d KV blocks, built %d", k.Rank, k.LayoutFits, k.LayoutKVBlocks, rep.KVBlocks)
 	case k.FitBytes != k.FitWeightBytes+k.FitArenaBytes+k.FitKVBytes || k.LedgerBytes != k.FitBytes || k.DeviceDropBytes != k.LedgerBytes || k.PagedBytes < k.LedgerBytes:
 		t.Errorf("fit %d (weights %d, arena %d, KV %d), ledger %d, device lost %d", k.FitBytes, k.FitWeightBytes, k.FitArenaBytes, k.FitKVBytes, k.LedgerBytes, k.DeviceDropBytes)

@@ -12,11 +12,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
-	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/nodepb"
 	"github.com/gpuarena/gpuarena/internal/testkit"
+	"github.com/gpuarena/gpuarena/internal/testkit/simgroup"
 )
 
 // latencies records one duration per operation and reports their p50 and
@@ -65,24 +64,7 @@ func simulatedInventory(tb testing.TB, address, machine string) *nodepb.Inventor
 // stay in the process.
 func spawnLocalGateway(tb testing.TB, machine string, members Membership) (*Client, string) {
 	tb.Helper()
-	mc, err := gpuworker.ParseMachine(machine)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sim, err := gpuworker.NewHostSimMachine(mc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	group, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(sim.Factories()...),
-		gpuarena.WithRankOptions(gpuarena.WithLogger(testkit.Discard)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := group.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
+	group := simgroup.Open(tb, simgroup.Machine(tb, machine))
 	system := testkit.NewActorSystem(tb)
 	place := localPlacer(tb, system, members)
 	gw := newGateway(group, members, place, Member{ID: "local", Address: system.Address()}, time.Now, 10*time.Second, testkit.Discard)

@@ -86,17 +86,6 @@ func (c *Client) Reserve(ctx context.Context, address string, req *nodepb.Reserv
 	return r.GetReservation(), remoteError(address, r.GetError())
 }
 
-// Renew extends reservation key's lease by ttl from now (a deployment's key
-// answers a nil reservation: RenewLease returns its deployment). Errors: *RemoteError
-// (ErrNotFound once the lease lapsed), the transport's.
-func (c *Client) Renew(ctx context.Context, address, key string, ttl time.Duration) (*nodepb.Reservation, error) {
-	r, err := ask[*nodepb.ReserveResponse](ctx, c, address, &nodepb.RenewRequest{Key: key, TtlMs: ttl.Milliseconds()})
-	if err != nil {
-		return nil, err
-	}
-	return r.GetReservation(), remoteError(address, r.GetError())
-}
-
 // Release frees key's reservation; false when the node held none.
 func (c *Client) Release(ctx context.Context, address, key string) (bool, error) {
 	r, err := ask[*nodepb.ReleaseResponse](ctx, c, address, &nodepb.ReleaseRequest{Key: key})
@@ -109,16 +98,6 @@ func (c *Client) Release(ctx context.Context, address, key string) (bool, error)
 // Ledger is the live allocations of the node's device dev.
 func (c *Client) Ledger(ctx context.Context, address string, dev int32) (*nodepb.LedgerResponse, error) {
 	r, err := ask[*nodepb.LedgerResponse](ctx, c, address, &nodepb.LedgerRequest{Device: dev})
-	if err != nil {
-		return nil, err
-	}
-	return r, remoteError(address, r.GetError())
-}
-
-// Preflight says whether bytes more fit the budget of the node's device
-// dev now, and how many bytes it has left.
-func (c *Client) Preflight(ctx context.Context, address string, dev int32, bytes int64) (*nodepb.PreflightResponse, error) {
-	r, err := ask[*nodepb.PreflightResponse](ctx, c, address, &nodepb.PreflightRequest{Device: dev, Bytes: bytes})
 	if err != nil {
 		return nil, err
 	}

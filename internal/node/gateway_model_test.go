@@ -12,6 +12,7 @@ import (
 	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/nodepb"
 	"github.com/gpuarena/gpuarena/internal/testkit"
+	"github.com/gpuarena/gpuarena/internal/testkit/simgroup"
 )
 
 // directGateway is a gateway called without its actor, over two small
@@ -20,20 +21,7 @@ func directGateway(t testing.TB) (*gateway, *fakeClock) {
 	t.Helper()
 	mc := gpuworker.MachineConfig{Devices: []gpuworker.HostSimConfig{
 		{Name: "hostsim small", TotalBytes: 64 * testkit.MiB}, {Name: "hostsim small", TotalBytes: 64 * testkit.MiB}}}
-	machine, err := gpuworker.NewHostSimMachine(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(machine.Factories()...),
-		gpuarena.WithRankOptions(gpuarena.WithLogger(testkit.Discard)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := group.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	group := simgroup.Open(t, mc)
 	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
 	return newGateway(group, &fakeMembership{}, nil, Member{ID: "m", Address: "local"}, clock.Now, 10*time.Second, testkit.Discard), clock
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena"
-	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/nodepb"
 	"github.com/gpuarena/gpuarena/internal/testkit"
+	"github.com/gpuarena/gpuarena/internal/testkit/simgroup"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -66,24 +66,7 @@ func newLocalGateway(t testing.TB) *localGateway { return newLocalGatewayPlacing
 // grainMembers (nil: the gateway's fake membership).
 func newLocalGatewayPlacing(t testing.TB, grainMembers Membership) *localGateway {
 	t.Helper()
-	mc, err := gpuworker.ParseMachine("2xh100-80gb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	machine, err := gpuworker.NewHostSimMachine(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(machine.Factories()...),
-		gpuarena.WithRankOptions(gpuarena.WithLogger(testkit.Discard)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := group.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	group := simgroup.Open(t, simgroup.Machine(t, "2xh100-80gb"))
 	lg := &localGateway{system: testkit.NewActorSystem(t), clock: &fakeClock{now: time.Unix(1_000_000, 0)},
 		members: &fakeMembership{}, group: group}
 	if grainMembers == nil {

@@ -9,32 +9,14 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/gpuarena/gpuarena"
-	"github.com/gpuarena/gpuarena/gpuworker"
-	"github.com/gpuarena/gpuarena/internal/testkit"
+	"github.com/gpuarena/gpuarena/internal/testkit/simgroup"
 )
 
 // TestStartWarnsOfPlaintextBeyondLoopback starts nodes whose provider
 // fails (so nothing listens) and checks the warning a node logs before it
 // binds: plaintext beyond loopback only.
 func TestStartWarnsOfPlaintextBeyondLoopback(t *testing.T) {
-	mc, err := gpuworker.ParseMachine("1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := gpuworker.NewHostSimMachine(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	group, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(sim.Factories()...), gpuarena.WithRankOptions(gpuarena.WithLogger(testkit.Discard)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := group.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	group := simgroup.Open(t, simgroup.Machine(t, "1"))
 	errNoProvider := errors.New("no provider in this test")
 	for _, tc := range []struct {
 		listen string

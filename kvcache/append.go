@@ -10,10 +10,12 @@ func (p *Pool) append(a Append, r *StepResult) error {
 	switch {
 	case s == nil:
 		return &SequenceError{Op: OpAppend, Seq: a.Seq, Err: ErrUnknownSequence}
-	case len(a.Tokens) == 0:
+	case a.Pending < 0:
+		return &SequenceError{Op: OpAppend, Seq: a.Seq, Err: ErrNegativePending}
+	case len(a.Tokens) == 0 && a.Pending == 0:
 		return &SequenceError{Op: OpAppend, Seq: a.Seq, Err: ErrNoTokens}
 	}
-	n, k := s.tokens, len(a.Tokens)
+	n, k := s.tokens, a.grows(s.pending)
 	for i := range p.groups {
 		if g := &p.groups[i]; g.cfg.Kind == SlidingWindow {
 			g.dropSkipped(s.tables[i], n)
@@ -49,13 +51,17 @@ func (p *Pool) append(a Append, r *StepResult) error {
 		}
 		s.tables[i] = t
 	}
+	known := s.known()
 	s.tokens = n + k
+	s.pending += a.Pending - min(len(a.Tokens), s.pending)
 	if p.indexes == nil {
 		return nil
 	}
+	// Only blocks of known ids join the prefix cache: a block its pending
+	// tokens fill waits for the Append that names them.
 	s.tail = append(s.tail, a.Tokens...)
 	for _, x := range p.indexes {
-		p.register(s, x, n/x.blockSize, (n+k)/x.blockSize, s.tail, s.tailStart)
+		p.register(s, x, known/x.blockSize, s.known()/x.blockSize, s.tail, s.tailStart)
 	}
 	p.trimTail(s)
 	return nil

@@ -63,15 +63,36 @@ type Fork struct {
 	Parent, Child SeqID
 }
 
-// Append adds Tokens (at least one) to a running sequence: the tokens the
-// next forward computes (the last sampled token, or k speculative ones).
+// Append adds tokens to a running sequence: the tokens the next forward
+// computes (the last sampled token, or k speculative ones).
 // Sliding-window groups first give back the blocks that fall wholly before
 // the window (as the sequence's tokens so far are computed; done even if
 // the append is then refused: the sequence no longer needs them).
+//
+// Pending tokens are appended before their ids are known: a scheduler that
+// plans step N+1 while step N's forward still runs (vLLM's async
+// scheduling, vllm/v1/core/sched/async_scheduler.py; SGLang's overlap
+// scheduler) takes the slot of the token step N samples without knowing
+// it. Their slots are taken like any token's; the blocks they fill join
+// the prefix cache only once a later Append names their ids: its Tokens
+// give, oldest first, the ids of the sequence's pending tokens, then any
+// new tokens.
 type Append struct {
-	// Seq is a sequence the pool holds; Tokens the token ids appended.
+	// Seq is a sequence the pool holds; Tokens the token ids appended:
+	// first the ids of tokens appended as pending before, then new ones.
 	Seq    SeqID
 	Tokens []int32
+	// Pending is how many more tokens are appended, after Tokens, whose
+	// ids a later Append gives (≥ 0). Tokens and Pending are not both
+	// empty.
+	Pending int
+}
+
+// grows is how many tokens a, appended to a sequence with pending tokens
+// whose ids are not known yet, adds to it: its new tokens (those of Tokens
+// past the pending ones they name) and its own pending ones.
+func (a Append) grows(pending int) int {
+	return max(len(a.Tokens)-pending, 0) + a.Pending
 }
 
 // Admit starts sequence Seq with its prompt (at least one token): the
@@ -153,7 +174,8 @@ type RequestError struct {
 	Op    Op
 	Index int
 	// Err is an *ExhaustedError (ErrExhausted) or a *SequenceError
-	// (ErrUnknownSequence, ErrDuplicateSequence, ErrNoTokens).
+	// (ErrUnknownSequence, ErrDuplicateSequence, ErrNoTokens,
+	// ErrNegativePending, ErrPendingTokens).
 	Err error
 }
 

@@ -263,8 +263,11 @@ func (p *Pool) checkSequence(id SeqID, s *sequence) error {
 	if p.indexes == nil {
 		return nil
 	}
-	if s.tailStart != p.tailStart(s.tokens) || len(s.tail) != s.tokens-s.tailStart {
-		return invariantf("sequence %d: tail of %d tokens from %d for %d tokens", id, len(s.tail), s.tailStart, s.tokens)
+	if s.pending < 0 || s.pending > s.tokens {
+		return invariantf("sequence %d: %d pending tokens of %d", id, s.pending, s.tokens)
+	}
+	if s.tailStart != p.tailStart(s.known()) || len(s.tail) != s.known()-s.tailStart {
+		return invariantf("sequence %d: tail of %d tokens from %d for %d known tokens", id, len(s.tail), s.tailStart, s.known())
 	}
 	for _, x := range p.indexes {
 		if err := p.checkPath(id, s, x); err != nil {
@@ -277,7 +280,7 @@ func (p *Pool) checkSequence(id SeqID, s *sequence) error {
 // checkPath checks that a sequence's full blocks of index x are cached
 // under the nodes of its path, and its partial block under none.
 func (p *Pool) checkPath(id SeqID, s *sequence, x *prefixIndex) error {
-	full := s.tokens / x.blockSize
+	full := s.known() / x.blockSize
 	path := make([]int32, full)
 	n := s.last[x.id]
 	for j := full - 1; j >= 0; j-- {

@@ -35,6 +35,12 @@
 // looked up over the whole prompt) and later chunks come as appends, as
 // vLLM's scheduler allocates slots only for the tokens a step computes.
 //
+// A scheduler that plans step N+1 while step N runs appends the token step
+// N samples before knowing it (Append.Pending): its slot is taken by count,
+// and the block it fills joins the prefix cache only when a later append
+// names its id (vLLM's async scheduling). A sequence with such a token is
+// not forked (ErrPendingTokens).
+//
 // Fork shares a sequence's blocks with a child by reference counts (vLLM
 // v0's BlockSpaceManager.fork): full blocks stay shared, a shared partial
 // last block is copied by the first sequence that writes to it (copy-on-

@@ -83,11 +83,17 @@ var (
 	ErrDuplicateSequence = errors.New("kvcache: sequence already exists")
 	// ErrNoTokens: an admission or an append without tokens.
 	ErrNoTokens = errors.New("kvcache: request has no tokens")
+	// ErrNegativePending: an append with Pending below 0.
+	ErrNegativePending = errors.New("kvcache: append with a negative pending token count")
+	// ErrPendingTokens: a fork of a sequence with pending tokens whose ids
+	// no append has named yet; name them first.
+	ErrPendingTokens = errors.New("kvcache: the sequence has pending tokens not yet named")
 )
 
 // SequenceError is a request refused for its sequence id or its tokens,
 // before anything changed. It unwraps to ErrUnknownSequence,
-// ErrDuplicateSequence or ErrNoTokens.
+// ErrDuplicateSequence, ErrNoTokens, ErrNegativePending or
+// ErrPendingTokens.
 type SequenceError struct {
 	// Op and Seq are the request (a fork's Seq is the id at fault: the
 	// unknown parent or the existing child).

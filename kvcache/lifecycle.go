@@ -36,6 +36,10 @@ func (p *Pool) fork(f Fork, r *StepResult) error {
 		return &SequenceError{Op: OpFork, Seq: f.Parent, Err: ErrUnknownSequence}
 	case p.seqs[f.Child] != nil:
 		return &SequenceError{Op: OpFork, Seq: f.Child, Err: ErrDuplicateSequence}
+	case parent.pending > 0:
+		// Its copies would write different tokens into the slots they
+		// share.
+		return &SequenceError{Op: OpFork, Seq: f.Parent, Err: ErrPendingTokens}
 	}
 	for i := range p.groups {
 		if g := &p.groups[i]; !g.cfg.Kind.paged() && g.available() < 1 {

@@ -10,6 +10,10 @@ type sequence struct {
 	// tokens is how many tokens the sequence has: its prompt and every
 	// token appended since.
 	tokens int
+	// pending is how many of the last tokens were appended without their
+	// ids (Append.Pending): their slots are taken, their blocks not yet
+	// in the prefix cache.
+	pending int
 	// tables holds, per group, the block ids of a paged group (position
 	// i covers tokens i·kv_block_size …; NullBlock for a sliding-window
 	// block given back) or the one slot of a state group.
@@ -41,9 +45,13 @@ func (p *Pool) recycle(s *sequence) {
 		s.tables[i] = s.tables[i][:0]
 	}
 	s.tail, s.extra = s.tail[:0], s.extra[:0]
-	s.tokens, s.tailStart = 0, 0
+	s.tokens, s.pending, s.tailStart = 0, 0, 0
 	p.spare = append(p.spare, s)
 }
+
+// known is how many of the sequence's tokens have known ids: all but the
+// pending ones. The tail and the prefix cache cover these only.
+func (s *sequence) known() int { return s.tokens - s.pending }
 
 // tailStart is where the tokens not yet in a full block of some index
 // begin, for a sequence of n tokens: the least ⌊n / b⌋·b over the
@@ -58,7 +66,7 @@ func (p *Pool) tailStart(n int) int {
 
 // trimTail drops the tokens every index has put in full blocks.
 func (p *Pool) trimTail(s *sequence) {
-	start := p.tailStart(s.tokens)
+	start := p.tailStart(s.known())
 	s.tail = append(s.tail[:0], s.tail[start-s.tailStart:]...)
 	s.tailStart = start
 }

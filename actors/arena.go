@@ -15,8 +15,8 @@ import (
 	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
-// arenaSupervisor builds the arena and runs forward steps on it. Its mailbox
-// takes one message at a time, so forward steps queue behind each other.
+// arenaSupervisor builds the arena and hands forward steps on it to the GPU
+// actor, whose mailbox runs them one at a time, in order.
 //
 // Its state (the arena, whether it was released) is also in the ledger: a
 // built arena's allocations are tagged with it, and a release retires the
@@ -60,7 +60,9 @@ func (s *arenaSupervisor) Receive(c actor.Context) {
 			m.Reply <- messages.ForwardReply{Err: err}
 			return
 		}
-		m.Reply <- s.forward(m)
+		if err := s.forward(m); err != nil {
+			m.Reply <- messages.ForwardReply{Err: err}
+		}
 	case *messages.ResetArena:
 		if err := s.reset(m); err != nil {
 			m.Reply <- err
@@ -249,21 +251,25 @@ func largest(plan *arena.Plan, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-func (s *arenaSupervisor) forward(m *messages.RunForward) messages.ForwardReply {
+// forward hands a step of the built arena to the GPU actor, which answers
+// its caller (m.Reply) when the step has run; it does not wait for it, so
+// the next step is already in the GPU actor's mailbox when this one ends,
+// and a release that follows queues behind both there (the arena is never
+// freed under a step). It returns the error of a step it did not hand on.
+func (s *arenaSupervisor) forward(m *messages.RunForward) error {
 	switch {
 	case m.Step == nil:
-		return messages.ForwardReply{Err: fmt.Errorf("forward: %w: nil step", gpuworker.ErrInvalidValue)}
+		return fmt.Errorf("forward: %w: nil step", gpuworker.ErrInvalidValue)
 	case s.retired:
-		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrReleased)}
+		return fmt.Errorf("forward: %w", ErrReleased)
 	case s.arena == nil:
-		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", ErrNoArena)}
+		return fmt.Errorf("forward: %w", ErrNoArena)
 	case m.Ctx != nil && m.Ctx.Err() != nil:
-		return messages.ForwardReply{Err: fmt.Errorf("forward: %w", m.Ctx.Err())}
+		return fmt.Errorf("forward: %w", m.Ctx.Err())
 	}
 	s.cfg.hook("arena", PointForward)
 	a := s.shared
 	// The step's caller decides, with the GPU thread, whether it starts
-	// (Supervisors.Forward); once sent, it is waited for.
-	d, err := s.worker.Forward(uncancelled, func(dev device.Device) error { return m.Step(a, dev) })
-	return messages.ForwardReply{Duration: d, Err: err}
+	// (Supervisors.Forward).
+	return s.worker.QueueForward(uncancelled, func(dev device.Device) error { return m.Step(a, dev) }, m.Reply)
 }

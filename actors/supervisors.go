@@ -99,12 +99,22 @@ func ask[R any](ctx context.Context, s *Supervisors, to, wait *child, msg any, r
 	r, err := gpuworker.AskVia(ctx, s.worker, to.pid, msg, reply, wait.gone)
 	if errors.Is(err, gpuworker.ErrClosed) {
 		select {
+		case <-s.worker.Gone():
+			err = s.workerGone(err)
 		case <-s.closing:
 		default:
 			err = fmt.Errorf("%s supervisor: %w", s.stopped(wait).name, ErrSupervisorStopped)
 		}
 	}
 	return r, err
+}
+
+// workerGone is err (ErrClosed) with the worker's fatal error, if it has one.
+func (s *Supervisors) workerGone(err error) error {
+	if fatal := s.worker.Err(); fatal != nil && !errors.Is(err, fatal) {
+		return fmt.Errorf("%w: %w", err, fatal)
+	}
+	return err
 }
 
 // stopped is the supervisor whose stop closed wait's gone channel: wait
@@ -147,6 +157,10 @@ func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout d
 // Forward returns the context's error. Once the step has started, Forward
 // waits for it to return whatever ctx says — the step may read or write the
 // caller's memory — unless the manager's close gives up on it (ErrClosed).
+// The arena supervisor hands the step to the GPU actor and goes on: steps
+// queue in the GPU actor's mailbox, run one at a time in the order they
+// reached the supervisor, and a step queued when Drain is called does not
+// start.
 // Errors: ErrNoArena, ErrReleased, gpuworker.ErrInvalidValue for a nil
 // step, the context's error, ErrSupervisorPanic, ErrClosed, and the step's.
 // It returns how long the step ran (also when the step failed).
@@ -159,13 +173,15 @@ func (s *Supervisors) Forward(ctx context.Context, step func(a *device.Arena, de
 	}
 	var state stepState
 	reply := make(chan messages.ForwardReply, 1)
-	r, err := ask(ctx, s, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: state.guard(ctx, step), Reply: reply}, reply)
-	if err != nil && ctx.Err() != nil && !state.giveUp() {
+	r, err := ask(ctx, s, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: state.guard(ctx, s.draining, step), Reply: reply}, reply)
+	if err != nil && !state.giveUp() {
+		// The step started on the GPU thread (the arena supervisor handed
+		// it on): it may use the caller's memory until it returns.
 		select {
 		case r = <-reply:
 			err = nil
-		case <-s.arena.gone:
-			err = fmt.Errorf("forward: %w", gpuworker.ErrClosed)
+		case <-s.worker.Gone():
+			err = s.workerGone(fmt.Errorf("forward: %w", gpuworker.ErrClosed))
 		}
 	}
 	if err != nil {

@@ -28,15 +28,17 @@ func Ask[R any](ctx context.Context, root *actor.RootContext, pid *actor.PID, ms
 // worker gets its GPU thread ready for the request that follows: a parked
 // thread is woken now, so that its wake-up overlaps the hop through pid, and
 // it spins for the request rather than parking (when callers poll at all;
-// see WithSpin). Called on the GPU thread, from inside a forward step, it
-// returns ErrReentrant instead of waiting for itself. Errors: those of Ask,
-// and ErrReentrant.
+// see WithSpin). The reply may come from the GPU actor itself (a forward
+// step pid handed on: Worker.QueueForward), so AskVia also stops waiting,
+// with ErrClosed, once the worker is Gone. Called on the GPU thread, from
+// inside a forward step, it returns ErrReentrant instead of waiting for
+// itself. Errors: those of Ask, and ErrReentrant.
 func AskVia[R any](ctx context.Context, w *Worker, pid *actor.PID, msg any, reply <-chan R, done <-chan struct{}) (R, error) {
 	if err := w.CheckCaller(); err != nil {
 		var zero R
 		return zero, err
 	}
-	return sendAndWait(ctx, done, func() (R, bool) {
+	return sendAndWaitEither(ctx, done, w.status.gone, func() (R, bool) {
 		w.dispatcher.Expect()
 		w.system.Root.Send(pid, msg)
 		var zero R
@@ -48,6 +50,12 @@ func AskVia[R any](ctx context.Context, w *Worker, pid *actor.PID, msg any, repl
 // request and may already have the reply), then waits for the reply, ctx or
 // done.
 func sendAndWait[R any](ctx context.Context, done <-chan struct{}, send func() (R, bool), reply <-chan R) (R, error) {
+	return sendAndWaitEither(ctx, done, nil, send, reply)
+}
+
+// sendAndWaitEither is sendAndWait that also gives up, with ErrClosed, when
+// also closes (nil: never).
+func sendAndWaitEither[R any](ctx context.Context, done, also <-chan struct{}, send func() (R, bool), reply <-chan R) (R, error) {
 	var zero R
 	if ctx == nil {
 		ctx = context.Background()
@@ -69,11 +77,12 @@ func sendAndWait[R any](ctx context.Context, done <-chan struct{}, send func() (
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	case <-done:
-		select {
-		case r := <-reply:
-			return r, nil
-		default:
-			return zero, ErrClosed
-		}
+	case <-also:
+	}
+	select {
+	case r := <-reply:
+		return r, nil
+	default:
+		return zero, ErrClosed
 	}
 }

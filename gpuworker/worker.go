@@ -341,6 +341,36 @@ func (w *Worker) Forward(ctx context.Context, step func(device.Device) error) (t
 	return r.Duration, errors.Join(err, r.Err)
 }
 
+// QueueForward queues step behind the requests already in the GPU actor's
+// mailbox and returns without waiting for it: the GPU thread runs it as
+// Forward does, in the order steps were queued, one at a time, and sends
+// its reply (the step's error and how long it ran; ErrClosed if the worker
+// started to stop before it started) to reply, which must have room for
+// one. A supervisor that forwards steps this way leaves its own mailbox
+// free, and the next step is already queued when one ends. A caller waits
+// for reply or Gone: a worker that stops for good may leave a queued step
+// unanswered. Errors, with nothing queued: ErrReentrant from inside a
+// forward step, ErrClosed once the worker started to stop.
+func (w *Worker) QueueForward(ctx context.Context, step func(device.Device) error, reply chan<- messages.ForwardReply) error {
+	if err := w.CheckCaller(); err != nil {
+		return err
+	}
+	select {
+	case <-w.closing:
+		if fatal := w.Err(); fatal != nil {
+			return fmt.Errorf("%w: %w", ErrClosed, fatal)
+		}
+		return ErrClosed
+	default:
+	}
+	w.system.Root.Send(w.pid, &messages.Forward{Ctx: ctx, Step: step, Reply: reply})
+	return nil
+}
+
+// Gone is closed once no reply is to be waited for from the worker: its
+// thread has exited, or a stop gave up on it (Abandon).
+func (w *Worker) Gone() <-chan struct{} { return w.status.gone }
+
 // Ledger returns a snapshot of the ledger.
 func (w *Worker) Ledger(ctx context.Context) (device.Ledger, error) {
 	reply := make(chan device.Ledger, 1)

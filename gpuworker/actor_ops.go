@@ -44,10 +44,8 @@ func (a *gpuActor) handle(msg any) {
 			err = a.ops.CopyHtoD(m.Dst, m.Src)
 		}
 		m.Reply <- err
-	case *messages.StagingAlloc:
-		m.Reply <- a.stagingAlloc(m)
-	case *messages.StagingFree:
-		m.Reply <- a.stagingFree(m)
+	case *messages.StagingUnregister:
+		m.Reply <- a.stagingUnregister(m)
 	case *messages.CopyHtoDStaged:
 		m.Reply <- a.copyHtoDStaged(m)
 	case *messages.CopyDtoH:

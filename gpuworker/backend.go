@@ -73,32 +73,41 @@ type BackendFactory func() (Backend, error)
 // StagingUploader is implemented by backends that copy host memory to the
 // device asynchronously from page-locked staging buffers; the weights
 // loader (Worker.LoadWeights) uses it when the backend has it, and copies
-// synchronously from Go memory otherwise. The cuda backend implements it
-// with anonymous memory locked by cuMemHostRegister, cuMemcpyHtoDAsync on
-// a non-blocking stream of its own and one event per buffer. Like every
-// Backend method, these run on the GPU actor's thread.
+// synchronously otherwise. The loader owns the staging memory (an
+// anonymous mapping, its pages touched by the loader's readers) and asks
+// the backend to page-lock it buffer by buffer and to unlock it when its
+// copies are done. The cuda backend implements it with cuMemHostRegister,
+// cuMemcpyHtoDAsync on a non-blocking stream of its own and one event per
+// buffer. Like every Backend method, these run on the GPU actor's thread.
 type StagingUploader interface {
-	// AllocStaging allocates bytes bytes of page-locked host memory
-	// (cuMemHostRegister of an anonymous mapping) and returns it as a
-	// slice, which is not Go memory: it stays valid until FreeStaging or
-	// Close. bytes ≤ 0 gives
-	// ErrInvalidValue; a host that cannot lock that much gives
-	// ErrOutOfMemory.
-	AllocStaging(bytes int64) ([]byte, error)
-	// FreeStaging waits for the copies from buf to finish and frees it
-	// (cuEventSynchronize, cuMemHostUnregister, munmap). buf must be a
-	// whole slice AllocStaging returned; another gives ErrNotAllocated.
-	FreeStaging(buf []byte) error
-	// CopyHtoDAsync starts copying src, a part of a staging buffer, to dst
-	// and returns before the copy is done (cuMemcpyHtoDAsync). src must lie
-	// inside a buffer AllocStaging returned (else ErrInvalidValue) and must
-	// not be written until WaitStaging of that buffer returns.
+	// RegisterStaging page-locks buf for asynchronous copies
+	// (cuMemHostRegister, no flags). buf must be host memory outside the
+	// Go heap (the driver keeps its address), must not overlap a buffer
+	// registered already, and must stay mapped until UnregisterStaging(buf)
+	// or Close returns; its pages should exist already, since locking
+	// faults in those that do not, on the GPU thread. Errors:
+	// ErrInvalidValue for an empty buf or an overlap; ErrOutOfMemory when
+	// the host cannot lock that much; ErrDriver otherwise. On an error
+	// nothing is registered.
+	RegisterStaging(buf []byte) error
+	// UnregisterStaging waits for the copies from buf to finish and unlocks
+	// it (cuEventSynchronize, cuMemHostUnregister); the memory stays the
+	// caller's, to unmap. buf must be a whole slice RegisterStaging took;
+	// another gives ErrNotAllocated. It unlocks buf even when the wait
+	// fails, and returns the errors joined.
+	UnregisterStaging(buf []byte) error
+	// CopyHtoDAsync starts copying src, a part of a registered buffer, to
+	// dst and returns before the copy is done (cuMemcpyHtoDAsync). src must
+	// lie inside one registered buffer (else ErrInvalidValue) and must not
+	// be written until WaitStaging of that buffer returns.
 	CopyHtoDAsync(dst device.DevicePtr, src []byte) error
 	// MarkStaging records that the copies started from buf so far are the
 	// ones WaitStaging(buf) waits for (cuEventRecord on the stream).
+	// Errors: ErrNotAllocated for a buf RegisterStaging did not take whole.
 	MarkStaging(buf []byte) error
 	// WaitStaging blocks until the copies MarkStaging(buf) recorded are
 	// done (cuEventSynchronize). A buffer never marked returns at once.
-	// Errors: the driver's, such as a copy that failed.
+	// Errors: ErrNotAllocated as MarkStaging; the driver's, such as a copy
+	// that failed.
 	WaitStaging(buf []byte) error
 }

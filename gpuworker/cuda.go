@@ -40,9 +40,9 @@ type cudaBackend struct {
 	closed bool
 	// upload is the stream staging copies run on and staging the
 	// page-locked buffers by address (cuda_staging.go); both are made by
-	// the first AllocStaging.
+	// the first RegisterStaging.
 	upload  cu.Stream
-	staging map[uintptr]*stagingBuf
+	staging map[uintptr]*hostRegistration
 	// compute is the step stream, modules and events (cuda_compute.go).
 	compute cudaCompute
 }
@@ -294,11 +294,11 @@ func (b *cudaBackend) MemInfo() (freeBytes, totalBytes int64, err error) {
 	return freeBytes, totalBytes, nil
 }
 
-// Close frees the staging buffers and upload stream still held, unloads
-// the modules and destroys the step stream and its events, makes no
-// context current on the calling thread and releases the primary context
-// (cuDevicePrimaryCtxRelease). It frees no device memory itself: the GPU
-// actor frees its ledger first. If this was the last retain, the driver
+// Close unlocks the staging buffers still registered, destroys the upload
+// stream, unloads the modules and destroys the step stream and its events,
+// makes no context current on the calling thread and releases the primary
+// context (cuDevicePrimaryCtxRelease). It frees no device memory itself:
+// the GPU actor frees its ledger first. If this was the last retain, the driver
 // destroys the primary context, and with it whatever was still allocated in
 // it. A second Close is a no-op.
 func (b *cudaBackend) Close() error {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
 	"gorgonia.org/cu"
 
 	"github.com/gpuarena/gpuarena/device"
@@ -22,83 +21,65 @@ import (
 
 var _ StagingUploader = (*cudaBackend)(nil)
 
-// stagingBuf is one page-locked staging buffer and the event that marks the
-// end of the copies started from it.
-type stagingBuf struct {
+// hostRegistration is one page-locked staging buffer (memory the caller
+// owns, registered with cuMemHostRegister) and the event that marks the end
+// of the copies started from it.
+type hostRegistration struct {
 	mem    unsafe.Pointer
 	bytes  int64
 	done   cu.Event
 	marked bool
 }
 
-// allocPinned returns bytes of page-locked host memory: an anonymous
-// private mapping, with transparent huge pages asked for (madvise
-// MADV_HUGEPAGE: advice, 4 KiB pages without it), page-locked and mapped
-// for the device by cuMemHostRegister (no flags). On the H200 host of
-// docs/gpu-validation.md a 16 GB load's setup, its 18 staging buffers of 4
-// MiB most of it, took 26 ms this way and 55 ms with cuMemHostAlloc.
-func allocPinned(bytes int64) (unsafe.Pointer, error) {
-	mem, err := unix.Mmap(-1, 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return nil, fmt.Errorf("mmap(%d B) for a staging buffer: %w: %w", bytes, ErrOutOfMemory, err)
-	}
-	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // advice: the buffer works without it
-	p := unsafe.Pointer(&mem[0])
-	if r := C.cuMemHostRegister(p, C.size_t(bytes), 0); r != C.CUDA_SUCCESS {
-		_ = unix.Munmap(mem)
-		return nil, hostRegisterErr(bytes, r)
-	}
-	return p, nil
-}
-
-// freePinned unlocks and unmaps allocPinned's memory, going on after a
-// failure.
-func freePinned(p unsafe.Pointer, bytes int64) error {
-	var errs []error
-	if r := C.cuMemHostUnregister(p); r != C.CUDA_SUCCESS {
-		errs = append(errs, fmt.Errorf("cuMemHostUnregister(%d B): %w (CUresult %d)", bytes, ErrDriver, int(r)))
-	}
-	if err := unix.Munmap(unsafe.Slice((*byte)(p), bytes)); err != nil {
-		errs = append(errs, fmt.Errorf("munmap(%d B) of a staging buffer: %w", bytes, err))
-	}
-	return errors.Join(errs...)
-}
-
 // contains reports whether [p, p+n) lies inside the buffer.
-func (s *stagingBuf) contains(p unsafe.Pointer, n int64) bool {
+func (s *hostRegistration) contains(p unsafe.Pointer, n int64) bool {
 	base, at := uintptr(s.mem), uintptr(p)
 	return at >= base && n >= 0 && int64(at-base) <= s.bytes-n
 }
 
-// AllocStaging allocates bytes of page-locked host memory (allocPinned:
-// cached, mapped into this context only) and an event for it; the
-// first call also creates the upload stream (cuStreamCreate,
-// CU_STREAM_NON_BLOCKING), which Close destroys.
-func (b *cudaBackend) AllocStaging(bytes int64) ([]byte, error) {
-	if err := b.checkOpen("alloc staging"); err != nil {
-		return nil, err
+// overlaps reports whether [p, p+n) shares a byte with the buffer.
+func (s *hostRegistration) overlaps(p unsafe.Pointer, n int64) bool {
+	base, at := uintptr(s.mem), uintptr(p)
+	return at < base+uintptr(s.bytes) && base < at+uintptr(n)
+}
+
+// RegisterStaging page-locks buf (cuMemHostRegister, no flags: cached,
+// mapped into this context only) and makes an event for it; the first call
+// also creates the upload stream (cuStreamCreate, CU_STREAM_NON_BLOCKING),
+// which Close destroys. The driver locks pages that do not exist yet by
+// faulting them in, on this thread: about 3 GB/s on the H200 host of
+// docs/gpu-validation.md, 1.4 ms for an untouched 4 MiB buffer, which is
+// why the loader's readers touch every page first.
+func (b *cudaBackend) RegisterStaging(buf []byte) error {
+	if err := b.checkOpen("register staging"); err != nil {
+		return err
 	}
-	if bytes <= 0 {
-		return nil, fmt.Errorf("alloc staging (%d B): %w: size must be > 0", bytes, ErrInvalidValue)
+	if len(buf) == 0 {
+		return fmt.Errorf("register staging: %w: empty buffer; size must be > 0", ErrInvalidValue)
+	}
+	p, n := unsafe.Pointer(&buf[0]), int64(len(buf))
+	for _, s := range b.staging {
+		if s.overlaps(p, n) {
+			return fmt.Errorf("register staging (%d B at %p): %w: it overlaps the staging buffer of %d B at %p, registered already", n, p, ErrInvalidValue, s.bytes, s.mem)
+		}
 	}
 	if b.staging == nil {
 		s, err := cu.MakeStream(cu.NonBlocking)
 		if err != nil {
-			return nil, cudaErr("cuStreamCreate(upload stream)", err)
+			return cudaErr("cuStreamCreate(upload stream)", err)
 		}
-		b.upload, b.staging = s, map[uintptr]*stagingBuf{}
+		b.upload, b.staging = s, map[uintptr]*hostRegistration{}
 	}
 	ev, err := cu.MakeEvent(cu.DisableTiming)
 	if err != nil {
-		return nil, cudaErr("cuEventCreate(staging buffer)", err)
+		return cudaErr("cuEventCreate(staging buffer)", err)
 	}
-	p, err := allocPinned(bytes)
-	if err != nil {
+	if r := C.cuMemHostRegister(p, C.size_t(n), 0); r != C.CUDA_SUCCESS {
 		_ = cu.DestroyEvent(&ev)
-		return nil, err
+		return hostRegisterErr(n, r)
 	}
-	b.staging[uintptr(p)] = &stagingBuf{mem: p, bytes: bytes, done: ev}
-	return unsafe.Slice((*byte)(p), bytes), nil
+	b.staging[uintptr(p)] = &hostRegistration{mem: p, bytes: n, done: ev}
+	return nil
 }
 
 // hostRegisterErr translates cuMemHostRegister's result as cudaErr does.
@@ -116,32 +97,32 @@ func hostRegisterErr(bytes int64, r C.CUresult) error {
 }
 
 // lookupStaging finds the staging buffer buf is the whole of.
-func (b *cudaBackend) lookupStaging(op string, buf []byte) (*stagingBuf, error) {
+func (b *cudaBackend) lookupStaging(op string, buf []byte) (*hostRegistration, error) {
 	if len(buf) > 0 {
 		if s := b.staging[uintptr(unsafe.Pointer(&buf[0]))]; s != nil && s.bytes == int64(len(buf)) {
 			return s, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: %w: not a staging buffer of this backend (%d B)", op, ErrNotAllocated, len(buf))
+	return nil, fmt.Errorf("%s: %w: not a registered staging buffer of this backend (%d B)", op, ErrNotAllocated, len(buf))
 }
 
-// FreeStaging waits for the copies from buf (cuEventSynchronize), then frees
-// its event and memory (cuEventDestroy, freePinned).
-func (b *cudaBackend) FreeStaging(buf []byte) error {
-	if err := b.checkOpen("free staging"); err != nil {
+// UnregisterStaging waits for the copies from buf (cuEventSynchronize), then
+// destroys its event and unlocks it (cuMemHostUnregister).
+func (b *cudaBackend) UnregisterStaging(buf []byte) error {
+	if err := b.checkOpen("unregister staging"); err != nil {
 		return err
 	}
-	s, err := b.lookupStaging("free staging", buf)
+	s, err := b.lookupStaging("unregister staging", buf)
 	if err != nil {
 		return err
 	}
 	delete(b.staging, uintptr(s.mem))
-	return b.freeStaging(s)
+	return s.release()
 }
 
-// freeStaging waits for the buffer's copies and frees it, going on after a
-// failure; the first error is returned.
-func (b *cudaBackend) freeStaging(s *stagingBuf) error {
+// release waits for the buffer's copies and unlocks it, going on after a
+// failure; the errors are returned joined.
+func (s *hostRegistration) release() error {
 	var errs []error
 	if s.marked {
 		if err := s.done.Synchronize(); err != nil {
@@ -151,8 +132,8 @@ func (b *cudaBackend) freeStaging(s *stagingBuf) error {
 	if err := cu.DestroyEvent(&s.done); err != nil {
 		errs = append(errs, cudaErr("cuEventDestroy(staging buffer)", err))
 	}
-	if err := freePinned(s.mem, s.bytes); err != nil {
-		errs = append(errs, err)
+	if r := C.cuMemHostUnregister(s.mem); r != C.CUDA_SUCCESS {
+		errs = append(errs, fmt.Errorf("cuMemHostUnregister(%d B at %p): %w (CUresult %d)", s.bytes, s.mem, ErrDriver, int(r)))
 	}
 	return errors.Join(errs...)
 }
@@ -176,7 +157,7 @@ func (b *cudaBackend) CopyHtoDAsync(dst device.DevicePtr, src []byte) error {
 		}
 	}
 	if !inside {
-		return fmt.Errorf("%s: %w: the source is not inside a staging buffer", op(), ErrInvalidValue)
+		return fmt.Errorf("%s: %w: the source is not inside a registered staging buffer", op(), ErrInvalidValue)
 	}
 	if err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst), p, int64(len(src)), b.upload); err != nil {
 		return cudaErr(op(), err)
@@ -215,8 +196,9 @@ func (b *cudaBackend) WaitStaging(buf []byte) error {
 	return nil
 }
 
-// closeStaging frees every staging buffer still held and the upload stream,
-// going on after a failure.
+// closeStaging unlocks every staging buffer still registered (their memory
+// is their owners' to unmap) and destroys the upload stream, going on after
+// a failure.
 func (b *cudaBackend) closeStaging() error {
 	if b.staging == nil {
 		return nil
@@ -224,7 +206,7 @@ func (b *cudaBackend) closeStaging() error {
 	var errs []error
 	for p, s := range b.staging {
 		delete(b.staging, p)
-		errs = append(errs, b.freeStaging(s))
+		errs = append(errs, s.release())
 	}
 	if err := b.upload.Destroy(); err != nil {
 		errs = append(errs, cudaErr("cuStreamDestroy(upload stream)", err))

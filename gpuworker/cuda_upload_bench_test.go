@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"golang.org/x/sys/unix"
@@ -23,7 +24,8 @@ var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json 
 // BenchmarkCUDAWeightsUpload puts the weights loader beside its two limits,
 // in bytes/s (MB/s as go test prints it), on the checkpoint in the folder
 // -gpuarena.model (scripts/load-bench.sh makes a Llama-3.1-8B-shaped one
-// with arenactl gen-model and reads it into the page cache first):
+// with arenactl gen-model and reads it into the page cache first), and
+// times the parts of its setup:
 //
 //   - link/pinned-B/copy-C: cuMemcpyHtoDAsync of the checkpoint's size,
 //     C (16 MiB, or the loader's default chunk) at a time, from one
@@ -38,9 +40,30 @@ var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json 
 //     (checkpoint.Section) and through a read-only mmap of each shard
 //     (copied into a buffer, as a loader would): the input's limit.
 //
+//   - setup/pool: the weights pool's cuMemAlloc and cuMemFree alone, of
+//     the size a pooled load of the checkpoint allocates (alloc-ms,
+//     free-ms).
+//
+//   - setup/staging-cold and setup/staging-prefault-N-…-huge|4KiB: a
+//     default load's staging, DefaultLoadReaders + 2 buffers of
+//     DefaultLoadChunkBytes, page-locked on one thread (RegisterStaging:
+//     register-ms) and released (UnregisterStaging: unregister-ms; munmap:
+//     unmap-ms). Cold, as the loader made it before its readers touched
+//     the pages: each buffer its own mmap (huge pages asked for),
+//     registered untouched, so the driver faults its pages in. Prefault,
+//     as the loader makes it: one mapping (mapStaging) whose buffers N
+//     goroutines touch in parallel (touchPages: prefault-ms) before they
+//     are registered; with huge pages asked for (the loader's) or refused.
+//     setup-ms is prefault and register, release-ms unregister and unmap.
+//     The loader does not pay setup-ms before its first copy: it locks
+//     each buffer with its first copy, and unlocks each after its last.
+//
 //   - load/readers-N/chunk-C: Worker.LoadWeights of the folder, pooled (the
-//     weights freed after each, untimed), with its setup-ms and
-//     steady-GB/s (see below).
+//     weights freed after each and loadSettle waited for, untimed), with
+//     first-ms (the call to the first chunk's progress), tail-ms (the last
+//     chunk's progress to the return), setup-ms (their sum), steady-GB/s
+//     (the rate between the first progress and the last) and mid-GB/s
+//     (between 10% and 90% of the bytes).
 //
 //     ./gpuworker.test -test.run '^$' -test.bench CUDAWeightsUpload -test.benchtime 3x -gpuarena.model DIR
 func BenchmarkCUDAWeightsUpload(b *testing.B) {
@@ -62,11 +85,8 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 		for _, piece := range []int64{chunk, DefaultLoadChunkBytes} {
 			b.Run(fmt.Sprintf("link/pinned-%dMiB/copy-%dMiB", bufBytes>>20, piece>>20), func(b *testing.B) {
 				withCUDA(b, total, func(cb *cudaBackend, dst device.DevicePtr) {
-					buf, err := cb.AllocStaging(bufBytes)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer cb.FreeStaging(buf)
+					buf, release := registeredBuffer(b, cb, bufBytes)
+					defer release()
 					for i := range buf {
 						buf[i] = byte(i)
 					}
@@ -139,6 +159,80 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 			}
 		})
 	}
+	b.Run("setup/pool", func(b *testing.B) {
+		pool, err := WeightsAllocatedBytes(ck, device.LayoutPooled)
+		if err != nil {
+			b.Fatal(err)
+		}
+		onCUDA(b, func(cb *cudaBackend) {
+			var alloc, free time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				p, err := cb.Alloc(pool)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := cb.Free(p); err != nil {
+					b.Fatal(err)
+				}
+				alloc, free = alloc+t1.Sub(t0), free+time.Since(t1)
+			}
+			b.ReportMetric(ms(alloc)/float64(b.N), "alloc-ms")
+			b.ReportMetric(ms(free)/float64(b.N), "free-ms")
+		})
+	})
+	const count, chunkBytes = DefaultLoadReaders + 2, DefaultLoadChunkBytes
+	b.Run(fmt.Sprintf("setup/staging-cold-%dx%dMiB", count, chunkBytes>>20), func(b *testing.B) {
+		onCUDA(b, func(cb *cudaBackend) {
+			var st stagingTimes
+			for b.Loop() {
+				t0 := time.Now()
+				bufs := make([][]byte, count)
+				for i := range bufs {
+					bufs[i] = coldStagingBuffer(b, cb, chunkBytes)
+				}
+				st.register += time.Since(t0)
+				st.release(b, cb, bufs, func() error {
+					for _, buf := range bufs {
+						if err := unix.Munmap(buf); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}
+			st.report(b)
+		})
+	})
+	// The loader's way, one mapping with huge pages asked for (mapStaging),
+	// and the same with 4 KiB pages.
+	for _, huge := range []bool{true, false} {
+		pages := "huge"
+		if !huge {
+			pages = "4KiB"
+		}
+		b.Run(fmt.Sprintf("setup/staging-prefault-%d-%dx%dMiB-%s", DefaultLoadReaders, count, chunkBytes>>20, pages), func(b *testing.B) {
+			onCUDA(b, func(cb *cudaBackend) {
+				var st stagingTimes
+				for b.Loop() {
+					t0 := time.Now()
+					set := prefaultedStaging(b, count, chunkBytes, huge)
+					t1 := time.Now()
+					bufs := make([][]byte, count)
+					for i, sb := range set.bufs {
+						if err := cb.RegisterStaging(sb.mem); err != nil {
+							b.Fatal(err)
+						}
+						bufs[i] = sb.mem
+					}
+					st.prefault, st.register = st.prefault+t1.Sub(t0), st.register+time.Since(t1)
+					st.release(b, cb, bufs, func() error { return unmapStaging(set.mem) })
+				}
+				st.report(b)
+			})
+		})
+	}
 	type loadCase struct{ readers, chunk int }
 	var cases []loadCase
 	for _, n := range []int{8, 12, DefaultLoadReaders, 24} {
@@ -157,36 +251,60 @@ func BenchmarkCUDAWeightsUpload(b *testing.B) {
 			defer w.Stop()
 			b.SetBytes(total)
 			// Besides the load's rate (ns/op, MB/s), its parts: the
-			// staging and weights allocations before the first chunk
-			// (setup-ms: Weights.Load less the progress's last
-			// Elapsed, which starts after them), and the rate from the
-			// first chunk's copy to the last (steady-GB/s).
-			var setup, steady float64
+			// time from the call to the first chunk's progress
+			// (first-ms: the pool's allocation, the first chunks'
+			// reads, locks and copies), from the last chunk's progress
+			// to the return (tail-ms: the staging's release), their sum
+			// (setup-ms), the rate between the first progress and the
+			// last (steady-GB/s) and between 10% and 90% of the bytes
+			// (mid-GB/s).
+			var first, tail, steady, mid float64
 			for b.Loop() {
-				var first, last device.LoadProgress
+				var p0, p1, q1, q9 device.LoadProgress
+				var t0, t1 time.Time
 				progress := func(p device.LoadProgress) {
-					if first.BytesDone == 0 {
-						first = p
+					if p0.BytesDone == 0 {
+						p0, t0 = p, time.Now()
 					}
-					last = p
+					if q1.BytesDone == 0 && p.BytesDone*10 >= p.BytesTotal {
+						q1 = p
+					}
+					if q9.BytesDone == 0 && p.BytesDone*10 >= 9*p.BytesTotal {
+						q9 = p
+					}
+					p1, t1 = p, time.Now()
 				}
-				wt, err := w.LoadWeights(context.Background(), ck, LoadOptions{Readers: n, ChunkBytes: c, Progress: progress})
-				if err != nil {
+				start := time.Now()
+				if _, err := w.LoadWeights(context.Background(), ck, LoadOptions{Readers: n, ChunkBytes: c, Progress: progress}); err != nil {
 					b.Fatal(err)
 				}
-				setup += float64((wt.Load - last.Elapsed).Microseconds()) / 1e3
-				steady += float64(last.BytesDone-first.BytesDone) / (last.Elapsed - first.Elapsed).Seconds() / 1e9
+				first, tail = first+ms(t0.Sub(start)), tail+ms(time.Since(t1))
+				steady += float64(p1.BytesDone-p0.BytesDone) / (p1.Elapsed - p0.Elapsed).Seconds() / 1e9
+				mid += float64(q9.BytesDone-q1.BytesDone) / (q9.Elapsed - q1.Elapsed).Seconds() / 1e9
 				b.StopTimer()
 				if _, _, err := w.FreeOwner(context.Background(), device.WeightsOwner); err != nil {
 					b.Fatal(err)
 				}
+				time.Sleep(loadSettle)
 				b.StartTimer()
 			}
-			b.ReportMetric(setup/float64(b.N), "setup-ms")
+			b.ReportMetric(first/float64(b.N), "first-ms")
+			b.ReportMetric(tail/float64(b.N), "tail-ms")
+			b.ReportMetric((first+tail)/float64(b.N), "setup-ms")
 			b.ReportMetric(steady/float64(b.N), "steady-GB/s")
+			b.ReportMetric(mid/float64(b.N), "mid-GB/s")
 		})
 	}
 }
+
+// loadSettle is the untimed pause between two loads of
+// BenchmarkCUDAWeightsUpload, after the first load's weights are freed: a
+// load that starts right after cuMemFree of the previous 16 GB pool copied
+// its first 10% at about half the link's rate on the H200 host (57.5 ms
+// against 30.5 ms for each later 10%; 47.2 GB/s for the whole load), and
+// one that starts 500 ms later at the link's (32.5 ms; 50.3 GB/s). A
+// server loads its weights once, on a settled device.
+const loadSettle = 500 * time.Millisecond
 
 // parallelChunks cuts every tensor into chunks of size bytes and has n
 // goroutines call read on them, each with a buffer of its own.
@@ -236,10 +354,9 @@ func mmapFile(path string) ([]byte, error) {
 	return unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 }
 
-// withCUDA runs fn with a cuda backend made on the benchmark's goroutine,
-// locked to its thread (which ends with it), and a device allocation of
-// bytes.
-func withCUDA(b *testing.B, bytes int64, fn func(cb *cudaBackend, dst device.DevicePtr)) {
+// onCUDA runs fn with a cuda backend made on the benchmark's goroutine,
+// locked to its thread (which ends with it).
+func onCUDA(b *testing.B, fn func(cb *cudaBackend)) {
 	runtime.LockOSThread()
 	be, err := newCUDABackend(0)
 	if err != nil {
@@ -247,10 +364,116 @@ func withCUDA(b *testing.B, bytes int64, fn func(cb *cudaBackend, dst device.Dev
 	}
 	cb := be.(*cudaBackend)
 	defer cb.Close()
-	dst, err := cb.Alloc(bytes)
+	fn(cb)
+}
+
+// withCUDA is onCUDA with a device allocation of bytes.
+func withCUDA(b *testing.B, bytes int64, fn func(cb *cudaBackend, dst device.DevicePtr)) {
+	onCUDA(b, func(cb *cudaBackend) {
+		dst, err := cb.Alloc(bytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cb.Free(dst)
+		fn(cb, dst)
+	})
+}
+
+// registeredBuffer is bytes of staging memory as a load makes it (one
+// mapping, its pages touched, registered), and the function that
+// unregisters and unmaps it, to call on the backend's thread before it
+// closes.
+func registeredBuffer(b *testing.B, cb *cudaBackend, bytes int64) ([]byte, func()) {
+	set, err := newStagingSet(1, bytes)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cb.Free(dst)
-	fn(cb, dst)
+	buf := set.bufs[0].mem
+	touchPages(buf, os.Getpagesize())
+	if err := cb.RegisterStaging(buf); err != nil {
+		b.Fatal(err)
+	}
+	return buf, func() {
+		if err := cb.UnregisterStaging(buf); err != nil {
+			b.Error(err)
+		}
+		if err := unmapStaging(set.mem); err != nil {
+			b.Error(err)
+		}
+	}
 }
+
+// coldStagingBuffer is one staging buffer made as a load made them before
+// its readers touched their pages: an anonymous mapping of its own, huge
+// pages asked for, registered untouched, so that cuMemHostRegister faults
+// every page in on the calling thread. The caller unregisters and unmaps it.
+func coldStagingBuffer(b *testing.B, cb *cudaBackend, bytes int64) []byte {
+	mem, err := unix.Mmap(-1, 0, int(bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	if err := cb.RegisterStaging(mem); err != nil {
+		b.Fatal(err)
+	}
+	return mem
+}
+
+// prefaultedStaging is a load's staging set (newStagingSet) whose buffers
+// DefaultLoadReaders goroutines touch in parallel, each its share, as the
+// loader's readers do; without huge, huge pages are refused
+// (MADV_NOHUGEPAGE) before any page is touched.
+func prefaultedStaging(b *testing.B, count int, bytes int64, huge bool) *stagingSet {
+	set, err := newStagingSet(count, bytes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !huge {
+		if err := unix.Madvise(set.mem, unix.MADV_NOHUGEPAGE); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var touched sync.WaitGroup
+	for g := range DefaultLoadReaders {
+		touched.Go(func() {
+			for i := g; i < len(set.bufs); i += DefaultLoadReaders {
+				touchPages(set.bufs[i].mem, os.Getpagesize())
+			}
+		})
+	}
+	touched.Wait()
+	return set
+}
+
+// stagingTimes adds up the parts of a staging benchmark's iterations.
+type stagingTimes struct{ prefault, register, unregister, unmap time.Duration }
+
+// release unregisters bufs and unmaps them (unmap), timing both.
+func (st *stagingTimes) release(b *testing.B, cb *cudaBackend, bufs [][]byte, unmap func() error) {
+	t0 := time.Now()
+	for _, buf := range bufs {
+		if err := cb.UnregisterStaging(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	t1 := time.Now()
+	if err := unmap(); err != nil {
+		b.Fatal(err)
+	}
+	st.unregister, st.unmap = st.unregister+t1.Sub(t0), st.unmap+time.Since(t1)
+}
+
+// report reports each part in ms per iteration, and setup-ms (prefault and
+// register) and release-ms (unregister and unmap).
+func (st *stagingTimes) report(b *testing.B) {
+	per := func(d time.Duration) float64 { return ms(d) / float64(b.N) }
+	b.ReportMetric(per(st.prefault), "prefault-ms")
+	b.ReportMetric(per(st.register), "register-ms")
+	b.ReportMetric(per(st.prefault+st.register), "setup-ms")
+	b.ReportMetric(per(st.unregister), "unregister-ms")
+	b.ReportMetric(per(st.unmap), "unmap-ms")
+	b.ReportMetric(per(st.unregister+st.unmap), "release-ms")
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

@@ -15,11 +15,11 @@ import (
 
 // DefaultLoadChunkBytes is the size of one staging buffer of a weights load
 // when LoadOptions.ChunkBytes is 0: 4 MiB. On the H200 host of
-// docs/gpu-validation.md, 16 readers loaded a 16 GB checkpoint at 45.7
-// GB/s with 4 MiB chunks, 43.0 with 2 MiB (more round trips to the GPU
-// thread) and 38.9 with 8 MiB (more staging to lock: 41.8 ms of setup
-// against 26.0): the Readers + 2 buffers should stay small, and a chunk's
-// round trip to the GPU thread small next to its copy.
+// docs/gpu-validation.md, 16 readers loaded a 16 GB checkpoint at 49.0
+// GB/s with 4 MiB chunks, 46.5 with 2 MiB (more round trips to the GPU
+// thread) and 49.2 with 8 MiB (twice the staging to fault in and lock:
+// 12.0 ms of setup against 8.4): the Readers + 2 buffers should stay
+// small, and a chunk's round trip to the GPU thread small next to its copy.
 const DefaultLoadChunkBytes = 4 << 20
 
 // MaxLoadChunkBytes is the largest LoadOptions.ChunkBytes: 1 GiB.
@@ -29,10 +29,10 @@ const MaxLoadChunkBytes = 1 << 30
 // parallel when LoadOptions.Readers is 0: 16. One reader's pread from the
 // page cache is one memory copy by one core, 7.6 GB/s on the H200 host of
 // docs/gpu-validation.md, against a host-to-device link of 55 GB/s; there
-// a 16 GB load ran at 36.2 GB/s with 8 readers, 42.9 with 12, 45.7 with
-// 16 and 44.3 with 24 (their staging to lock grows with them). A reader
-// blocked in pread holds an OS thread, not a core, so the default does not
-// depend on the cores.
+// a 16 GB load ran at 44.4 GB/s with 8 readers, 47.9 with 12, 49.0 with
+// 16 and 49.1 with 24 (their staging grows with them: 10.1 ms of setup
+// against 8.4). A reader blocked in pread holds an OS thread, not a core,
+// so the default does not depend on the cores.
 const DefaultLoadReaders = 16
 
 // MaxLoadReaders is the largest LoadOptions.Readers.
@@ -85,7 +85,7 @@ type piece struct {
 // filled is a staging buffer the reader filled with chunk k (or failed to).
 type filled struct {
 	k   int
-	buf []byte
+	buf *stagingBuffer
 	err error
 }
 
@@ -98,22 +98,29 @@ type filled struct {
 // would pass the budget is refused with an *OutOfMemoryError (OverBudget,
 // ShortfallBytes: how much more it needs) and nothing is allocated. The
 // bytes then go up in chunks of opts.ChunkBytes through Readers + 2 host
-// staging buffers: Readers goroutines pread chunks from the files
+// staging buffers, one anonymous mapping the load makes (huge pages asked
+// for on Linux): Readers goroutines pread chunks from the files
 // (checkpoint.Section) in parallel, never a whole file into the Go heap,
 // while the GPU thread copies the chunks already read (one request per
 // chunk, each piece checked against the ledger). On the cuda backend the
-// staging buffers are page-locked (cuMemHostRegister) and the copies
-// asynchronous on a stream of the backend's (StagingUploader), so reading
-// and copying overlap; elsewhere they are Go memory and the copies
-// synchronous. The Progress callback counts a chunk once its copy is done.
+// staging buffers are page-locked (cuMemHostRegister, StagingUploader) one
+// by one as the readers first take them, each after its reader has touched
+// its pages, and the copies are asynchronous on a stream of the backend's,
+// so reading and copying overlap; elsewhere nothing is locked and the
+// copies are synchronous. The Progress callback counts a chunk once its
+// copy is done.
 //
 // ctx is checked before the allocation and between chunks. A load that
 // stops — ctx done (the Progress callback may cancel it), a read that
-// fails, a copy that fails — frees everything it allocated, so the ledger
-// is back where it was, and returns an error that says so and wraps the
-// cause (the context's error, checkpoint.ErrTruncated or checkpoint.ErrRead
-// for a file that changed since Open). Other errors: ErrInvalidValue for a
-// nil checkpoint or a bad option; ErrClosed; ErrReentrant.
+// fails, a buffer that cannot be locked, a copy that fails — frees
+// everything it allocated, so the ledger is back where it was, and returns
+// an error that says so and wraps the cause (the context's error,
+// checkpoint.ErrTruncated or checkpoint.ErrRead for a file that changed
+// since Open, the backend's error for a buffer or a copy). The staging is
+// unlocked and unmapped whatever the outcome; an unlock that fails is
+// joined to the error, and leaves the staging mapped (the driver may still
+// hold it). Other errors: ErrInvalidValue for a nil checkpoint or a bad
+// option; ErrClosed; ErrReentrant.
 func (w *Worker) LoadWeights(ctx context.Context, ck *checkpoint.Checkpoint, opts LoadOptions) (*device.Weights, error) {
 	if ck == nil {
 		return nil, fmt.Errorf("load weights: %w: nil checkpoint", ErrInvalidValue)
@@ -297,50 +304,60 @@ func chunks(ranges [][]arena.ByteRange, size int64) ([][]piece, int64) {
 	return out, total
 }
 
-// upload copies every tensor's bytes to the device through staging buffers
-// the GPU thread made (page-locked ones when the backend is a
-// StagingUploader). readers goroutines pread chunks into free buffers in
-// parallel; this goroutine hands each filled buffer to the GPU thread,
-// which starts its copies and then waits for the copies of the buffer
-// handed before it, which goes back to the readers. On the cuda backend
-// the copies are asynchronous, so the device copies one chunk while the
-// readers fill the next ones; on others each copy is done before the reply.
-// It returns when the readers have exited and every copy it started is
-// done, and the buffers are freed.
+// upload copies every tensor's bytes to the device through Readers + 2
+// host staging buffers (at most one per chunk), one mapping that upload
+// makes and unmaps (stagingSet). readers goroutines pread chunks into free
+// buffers in parallel, a buffer's first reader writing its pages first;
+// this goroutine hands each filled buffer to the GPU thread
+// (CopyHtoDStaged), which starts its copies and then waits for the copies
+// of the buffer handed before it, which goes back to the readers. On a
+// backend with page-locked staging (StagingUploader: cuda) the copies are
+// asynchronous, so the device copies one chunk while the readers fill the
+// next ones and the GPU thread takes the next request; on others nothing
+// is locked and each copy is done before its reply.
+//
+// The GPU thread page-locks each buffer with its first copy, so the first
+// copy starts after one buffer is locked, not all of them, and the locking
+// of the others overlaps the copies before them; it unlocks each buffer
+// once its last copy is done: when every chunk left has a buffer already
+// (grants, below), a buffer whose copies are done is not needed again, and
+// the request that waits for it unlocks it, overlapping the copies after
+// it. upload returns when the readers have exited and every copy it
+// started is done, and the buffers are unlocked and unmapped
+// (stagingSet.release), whatever the outcome.
 func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights *device.Weights, ranges [][]arena.ByteRange, o LoadOptions, progress func(device.LoadProgress)) (err error) {
 	plan, total := chunks(ranges, o.ChunkBytes)
 	if len(plan) == 0 {
 		return nil
 	}
 	readers := min(o.Readers, len(plan))
-	stage := make(chan messages.StagingAllocReply, 1)
-	st, err := ask(ctx, w, &messages.StagingAlloc{Ctx: ctx, Count: min(readers+2, len(plan)), Bytes: min(o.ChunkBytes, total), Reply: stage}, stage)
-	if err = errors.Join(err, st.Err); err != nil {
+	st, err := newStagingSet(min(readers+2, len(plan)), min(o.ChunkBytes, total))
+	if err != nil {
 		return err
 	}
 	defer func() {
 		// After the readers have exited (the defer below runs first):
-		// freeing a page-locked buffer waits for its copies.
-		reply := make(chan error, 1)
-		r, ferr := ask(context.Background(), w, &messages.StagingFree{Buffers: st.Buffers, Pinned: st.Pinned, Reply: reply}, reply)
-		if ferr = errors.Join(ferr, r); ferr != nil {
-			err = errors.Join(err, fmt.Errorf("free staging buffers: %w", ferr))
-		}
+		// unlocking a buffer waits for its copies.
+		err = errors.Join(err, st.release(w))
 	}()
-	free := make(chan []byte, len(st.Buffers))
-	for _, b := range st.Buffers {
+	free := make(chan *stagingBuffer, len(st.bufs))
+	for _, b := range st.bufs {
 		free <- b
 	}
+	// grants counts the buffers put in free: each is taken for one chunk,
+	// so once it reaches len(plan) no buffer is needed again.
+	grants := len(st.bufs)
 	jobs := make(chan int, len(plan))
 	for k := range plan {
 		jobs <- k
 	}
 	close(jobs)
-	full := make(chan filled, len(st.Buffers))
+	full := make(chan filled, len(st.bufs))
 	stop := make(chan struct{})
 	var readersDone sync.WaitGroup
 	for range readers {
-		readersDone.Go(func() { (&chunkReader{ck: ck, weights: weights}).run(plan, jobs, free, full, stop) })
+		r := &chunkReader{ck: ck, weights: weights}
+		readersDone.Go(func() { r.run(plan, jobs, free, full, stop) })
 	}
 	go func() {
 		readersDone.Wait()
@@ -353,7 +370,7 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 	}()
 	begin := time.Now()
 	var done, started int64
-	var inflight []byte // the buffer whose copies the device may still be doing
+	var inflight *stagingBuffer // the buffer whose copies the device may still be doing
 	var inflightTensor string
 	report := func(n int64, tensor string) {
 		done += n
@@ -363,20 +380,50 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 				Elapsed: el, BytesPerSecond: float64(done) / max(el.Seconds(), 1e-9)})
 		}
 	}
+	// send hands buf's segments (none: buf nil) to the GPU thread and waits
+	// for inflight's copies, unlocking inflight when no chunk needs it.
+	send := func(buf *stagingBuffer, segs []messages.HostSegment) error {
+		m := &messages.CopyHtoDStaged{Ctx: ctx, Segments: segs, Wait: inflight.memory(), UnregisterWait: inflight != nil && grants >= len(plan)}
+		if buf != nil {
+			m.Buffer, m.Register = buf.mem, !buf.asked
+			buf.asked = true
+		}
+		reply := make(chan messages.CopyHtoDStagedReply, 1)
+		m.Reply = reply
+		// The wait is not cut short by ctx (the GPU thread refuses the
+		// request if ctx is done when it gets to it, and a copy's wait is
+		// one chunk's): which buffers are locked must be known.
+		r, err := ask(context.Background(), w, m, reply)
+		if err != nil && m.Register {
+			r.Pinned = true // no reply: the GPU thread may have locked it
+		}
+		if m.Register && r.Pinned {
+			buf.pinned = true
+		}
+		if err = errors.Join(err, r.Err); err != nil {
+			return err
+		}
+		if inflight != nil {
+			if m.UnregisterWait {
+				inflight.pinned = false
+			} else {
+				free <- inflight
+				grants++
+			}
+		}
+		return nil
+	}
 	for f := range full {
 		if f.err != nil {
 			return f.err
 		}
 		c := plan[f.k]
-		segs, n := segments(c, weights, f.buf)
+		segs, n := segments(c, weights, f.buf.mem)
 		last := weights.Tensors[c[len(c)-1].t].Name
-		reply := make(chan error, 1)
-		r, err := ask(ctx, w, &messages.CopyHtoDStaged{Ctx: ctx, Buffer: f.buf, Segments: segs, Wait: inflight, Reply: reply}, reply)
-		if err = errors.Join(err, r); err != nil {
+		if err := send(f.buf, segs); err != nil {
 			return fmt.Errorf("copy chunk %d of %d (ending in %s): %w", f.k+1, len(plan), last, err)
 		}
 		if inflight != nil {
-			free <- inflight
 			report(started, inflightTensor)
 		}
 		inflight, inflightTensor, started = f.buf, last, n
@@ -384,9 +431,7 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 			return fmt.Errorf("cancelled after %d of %d B: %w", done+started, total, err)
 		}
 	}
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.CopyHtoDStaged{Ctx: ctx, Wait: inflight, Reply: reply}, reply)
-	if err = errors.Join(err, r); err != nil {
+	if err := send(nil, nil); err != nil {
 		return fmt.Errorf("wait for the last chunk (ending in %s): %w", inflightTensor, err)
 	}
 	report(started, inflightTensor)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/gpuarena/gpuarena/checkpoint"
 	"github.com/gpuarena/gpuarena/device"
@@ -34,18 +35,25 @@ type chunkReader struct {
 
 // run takes chunk numbers from jobs and a free buffer from free, reads the
 // chunk into it and hands it on through full, until jobs is empty, a read
-// fails, or stop is closed.
-func (r *chunkReader) run(plan [][]piece, jobs <-chan int, free <-chan []byte, full chan<- filled, stop <-chan struct{}) {
+// fails, or stop is closed. The first time it takes a buffer no reader has
+// used, it writes every page of it first (touchPages), so the GPU thread
+// finds the pages there when it locks it.
+func (r *chunkReader) run(plan [][]piece, jobs <-chan int, free <-chan *stagingBuffer, full chan<- filled, stop <-chan struct{}) {
+	page := os.Getpagesize()
 	for k := range jobs {
-		var buf []byte
+		var b *stagingBuffer
 		select {
-		case buf = <-free:
+		case b = <-free:
 		case <-stop:
 			return
 		}
-		err := r.read(plan[k], buf)
+		if !b.touched {
+			touchPages(b.mem, page)
+			b.touched = true
+		}
+		err := r.read(plan[k], b.mem)
 		select {
-		case full <- filled{k: k, buf: buf, err: err}:
+		case full <- filled{k: k, buf: b, err: err}:
 		case <-stop:
 			return
 		}

@@ -36,14 +36,14 @@ func (m *Memset) Fail(err error) { m.Reply <- err }
 // Fail answers the request with err.
 func (m *CopyHtoD) Fail(err error) { m.Reply <- err }
 
-// Fail answers the request with err.
-func (m *CopyHtoDStaged) Fail(err error) { m.Reply <- err }
+// Fail answers the request with err; a buffer it was to page-lock is
+// reported as possibly locked, so the loader still unlocks it.
+func (m *CopyHtoDStaged) Fail(err error) {
+	m.Reply <- CopyHtoDStagedReply{Pinned: m.Register, Err: err}
+}
 
-// Fail answers the request with err and no buffers.
-func (m *StagingAlloc) Fail(err error) { m.Reply <- StagingAllocReply{Err: err} }
-
 // Fail answers the request with err.
-func (m *StagingFree) Fail(err error) { m.Reply <- err }
+func (m *StagingUnregister) Fail(err error) { m.Reply <- err }
 
 // Fail answers the request with err and no data.
 func (m *CopyDtoH) Fail(err error) { m.Reply <- CopyDtoHReply{Err: err} }

@@ -167,45 +167,48 @@ type HostSegment struct {
 	Src []byte
 }
 
-// StagingAlloc asks the GPU thread for Count host staging buffers of Bytes
-// bytes each, for a weights load. Reply: StagingAllocReply.
-type StagingAlloc struct {
-	Ctx   context.Context
-	Count int
-	Bytes int64
-	Reply chan<- StagingAllocReply
-}
-
-// StagingAllocReply answers StagingAlloc: the buffers, page-locked when
-// Pinned (the backend copies from them asynchronously), else Go memory
-// copied synchronously; or the error, with nothing allocated.
-type StagingAllocReply struct {
+// StagingUnregister unlocks staging buffers CopyHtoDStaged page-locked,
+// each once the copies started from it are done; the memory stays the
+// caller's, to unmap after the reply. Buffers may be empty: the reply then
+// only says that the GPU thread is done with the caller's earlier requests.
+// Reply: the errors joined; the GPU thread tries every buffer whatever the
+// others give.
+type StagingUnregister struct {
 	Buffers [][]byte
-	Pinned  bool
-	Err     error
-}
-
-// StagingFree frees buffers StagingAlloc returned, after any copy from them
-// is done. Reply: the error; every buffer is freed whatever it says.
-type StagingFree struct {
-	Buffers [][]byte
-	Pinned  bool
 	Reply   chan<- error
 }
 
-// CopyHtoDStaged starts the copies of one staging buffer's segments, in
-// order, each checked against the ledger as a Device copy is (the first
-// failure stops the batch), and then waits until the copies from Wait, a
-// buffer an earlier CopyHtoDStaged started, are done, so Wait may be
-// refilled. Segments may be empty (only wait); Wait may be nil (only
-// start). From Go memory the copies are done before the reply. Reply: the
-// error, naming the segment.
+// CopyHtoDStaged moves one staging buffer of a weights load through the
+// GPU thread, in this order: when Register, it page-locks Buffer (host
+// memory outside the Go heap that the loader mapped, owns and has touched
+// every page of: its first copy); it starts the copies of Buffer's
+// segments, in order, each checked against the ledger as a Device copy is
+// (the first failure stops the batch); it waits until the copies from
+// Wait, a buffer an earlier CopyHtoDStaged started, are done, so Wait may
+// be refilled; and when UnregisterWait, it then unlocks Wait, which the
+// load needs no more. Segments may be empty and Buffer nil (only wait);
+// Wait may be nil (only start). From memory the backend does not lock the
+// copies are done before the reply. Reply: CopyHtoDStagedReply.
 type CopyHtoDStaged struct {
-	Ctx      context.Context
-	Buffer   []byte
-	Segments []HostSegment
-	Wait     []byte
-	Reply    chan<- error
+	Ctx            context.Context
+	Buffer         []byte
+	Register       bool
+	Segments       []HostSegment
+	Wait           []byte
+	UnregisterWait bool
+	Reply          chan<- CopyHtoDStagedReply
+}
+
+// CopyHtoDStagedReply answers CopyHtoDStaged. Pinned, for a Register
+// request, says Buffer is, or may be, page-locked: the backend locked it,
+// or the GPU thread could not finish the request (Fail); such a buffer is
+// unlocked (UnregisterWait, StagingUnregister) before it is unmapped. A
+// backend without page-locked staging answers false, and so does a
+// request refused before any work. Err names the step that failed (the
+// segment, the lock, the wait).
+type CopyHtoDStagedReply struct {
+	Pinned bool
+	Err    error
 }
 
 // CopyDtoH reads Bytes bytes of device memory at Src. Reply: CopyDtoHReply.

@@ -39,8 +39,6 @@ type requestError struct {
 	msg    string
 }
 
-func (e *requestError) Error() string { return e.msg }
-
 // badRequest is a 400 for param.
 func badRequest(param, format string, args ...any) *requestError {
 	return &requestError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(format, args...)}

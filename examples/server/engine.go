@@ -70,12 +70,20 @@ type choiceState struct {
 // order; what an actor would add (a mailbox, supervision) is the inbox
 // channel and the stop/fail path here. Its events reach the handlers
 // through a deliverer goroutine (deliver.go), off the step's path.
+//
+// Steps overlap (tick): the loop schedules step N+1 and queues its
+// forward while step N's forward runs on the GPU thread, then commits
+// step N — vLLM's async scheduling and SGLang's overlap scheduler — so
+// the GPU thread goes from one forward to the next without waiting for
+// the scheduler's round trips. Each step has its own slot (block tables,
+// seeds) so the two never share a buffer.
 type engine struct {
 	m       *gpuarena.Manager
 	sched   *serving.Live
 	model   *stepModel
-	tables  serving.Tables // the batch's block_tables, written by the KV step
-	seeds   []uint64       // each batch row's sampling seed, reused step after step
+	slots   [2]stepSlot // by step parity
+	turn    int         // the slot the next step takes
+	flight  *stepSlot   // the step whose forward runs, not yet committed
 	log     *slog.Logger
 	metrics *serverMetrics
 	history *kvHistory
@@ -89,6 +97,32 @@ type engine struct {
 	live   map[serving.Key]*choiceState
 	idle   []chan struct{}
 	failed error
+	// lastEnd is when the last committed step's forward ended.
+	lastEnd time.Time
+}
+
+// stepSlot is one scheduled step: its batch, the buffers its forward reads
+// (the block tables the KV step wrote, the rows' sampling seeds), and its
+// forward's result.
+type stepSlot struct {
+	b      serving.Batch
+	tables serving.Tables
+	seeds  []uint64
+	began  time.Time // when scheduling it began
+	// started is closed when its forward starts on the GPU thread; done
+	// gets its result.
+	started chan struct{}
+	done    chan forwardResult
+	cpu     time.Duration // the engine's own time for it: scheduling, then commit
+}
+
+// forwardResult is a forward's sampled tokens (one per batch row, in a
+// slice the model reuses two forwards later), its start and end on the GPU
+// thread, and its error.
+type forwardResult struct {
+	next       []int32
+	start, end time.Time
+	err        error
 }
 
 // cancelMsg ends choices: their client went away or a stop string matched.
@@ -103,11 +137,15 @@ type idleMsg struct{ done chan struct{} }
 // newEngine returns a stopped engine; start runs it.
 func newEngine(m *gpuarena.Manager, sched *serving.Live, model *stepModel, log *slog.Logger, metrics *serverMetrics, history *kvHistory) *engine {
 	meta := model.meta
-	return &engine{m: m, sched: sched, model: model, log: log, metrics: metrics, history: history,
-		tables: serving.Tables{Shape: kvcache.TableShape{Rows: int(meta.Rows), Width: int(meta.BlockTableWidth)}, Dst: make([]byte, meta.BlockTables.Bytes)},
-		out:    newDeliverer(metrics),
-		inbox:  make(chan any, 64), stop: make(chan struct{}), done: make(chan struct{}),
+	e := &engine{m: m, sched: sched, model: model, log: log, metrics: metrics, history: history,
+		out:   newDeliverer(metrics),
+		inbox: make(chan any, 64), stop: make(chan struct{}), done: make(chan struct{}),
 		live: map[serving.Key]*choiceState{}}
+	for i := range e.slots {
+		e.slots[i].tables = serving.Tables{Shape: kvcache.TableShape{Rows: int(meta.Rows), Width: int(meta.BlockTableWidth)}, Dst: make([]byte, meta.BlockTables.Bytes)}
+		e.slots[i].done = make(chan forwardResult, 1)
+	}
+	return e
 }
 
 // start runs the loop and the deliverer, each on its own goroutine.
@@ -179,14 +217,19 @@ func (e *engine) close() {
 
 // run is the loop: take messages, step while anything is live.
 func (e *engine) run() {
+	ctx := context.Background()
 	defer func() {
+		if e.flight != nil {
+			// Its forward may still read the slot's buffers.
+			<-e.flight.done
+			e.flight = nil
+		}
 		e.abortAll(finishAbort, nil)
 		e.out.close()
 		close(e.done)
 	}()
-	ctx := context.Background()
 	for {
-		if e.sched.Idle() || e.failed != nil {
+		if (e.sched.Idle() && e.flight == nil) || e.failed != nil {
 			for _, d := range e.idle {
 				close(d)
 			}
@@ -208,13 +251,13 @@ func (e *engine) run() {
 				drained = true
 			}
 		}
-		if e.failed == nil && !e.sched.Idle() {
-			if t, err := e.step(ctx); err != nil {
+		if e.failed == nil && (!e.sched.Idle() || e.flight != nil) {
+			if t, ok, err := e.tick(ctx); err != nil {
 				e.log.Error("server: step failed; the engine stops serving", "err", err)
 				e.failed = err
 				e.abortAll(finishAbort, err)
-			} else {
-				e.metrics.overhead.Observe(t.overhead().Seconds())
+			} else if ok {
+				e.metrics.overhead.Observe(t.exposed.Seconds())
 			}
 		}
 		e.out.flush()
@@ -258,29 +301,58 @@ func (e *engine) take(msg any) {
 	e.metrics.queue.Set(float64(e.sched.Waiting()))
 }
 
-// stepTiming is one step's wall time and the part of it the forward's
-// device work took (the model's forward on the GPU thread).
+// stepTiming is a committed step's times. device is its forward on the
+// GPU thread (the model's work). exposed is the scheduler's overhead as the
+// device sees it: how long the GPU thread waited for this step's forward
+// after the previous one ended (or, after an idle spell, after its
+// scheduling began) — with steps overlapped, the part of scheduling and
+// the round trips the forward before it did not hide. cpu is the engine's
+// own time for the step (scheduling through the KV cache actor, commit,
+// handing the tokens to the deliverer), which overlaps another forward.
 type stepTiming struct {
-	total, device time.Duration
+	device, exposed, cpu time.Duration
 }
 
-// overhead is the scheduler's own part of the step: everything but the
-// device work (scheduling through the KV cache actor, which writes the
-// block tables with the step, the Forward round trip to the GPU thread,
-// commit, delivery).
-func (t stepTiming) overhead() time.Duration { return t.total - t.device }
-
-// step runs one scheduler step and its forward, and delivers the tokens:
-// two round trips, one to the KV cache actor (the step, and the batch's
-// block tables with it) and one to the GPU thread (the forward), one more
-// to the KV cache actor per preemption round.
-func (e *engine) step(ctx context.Context) (t stepTiming, err error) {
-	began := time.Now()
-	defer func() { t.total = time.Since(began) }()
-	b, err := e.sched.Schedule(ctx, e.m, &e.tables)
-	if err != nil {
-		return t, err
+// tick advances the pipeline by one step: it schedules the next step and
+// queues its forward (when anything is live), then waits for the step in
+// flight and commits it. It returns that committed step's timing (ok false
+// when none was in flight). A step's forward is queued only after the one
+// before it has started on the GPU thread, so the two reach the manager in
+// order. Errors: the KV step's, the forward's, the commit's; the caller
+// stops the engine.
+func (e *engine) tick(ctx context.Context) (t stepTiming, ok bool, err error) {
+	var next *stepSlot
+	if !e.sched.Idle() {
+		if next, err = e.schedule(ctx); err != nil {
+			return t, false, err
+		}
 	}
+	if f := e.flight; f != nil {
+		e.flight = nil
+		t, err = e.commit(f)
+		if err != nil {
+			if next != nil {
+				<-next.done // its forward may still read next's buffers
+			}
+			return t, false, err
+		}
+		ok = len(f.b.Seqs) > 0
+	}
+	e.flight = next
+	return t, ok, nil
+}
+
+// schedule runs the scheduling half of a step into the next slot and
+// queues its forward; an empty batch gets its (empty) result at once.
+func (e *engine) schedule(ctx context.Context) (*stepSlot, error) {
+	sl := &e.slots[e.turn]
+	e.turn ^= 1
+	sl.began = time.Now()
+	b, err := e.sched.Schedule(ctx, e.m, &sl.tables)
+	if err != nil {
+		return nil, err
+	}
+	sl.b = b
 	for _, k := range b.Unservable {
 		if c := e.live[k]; c != nil {
 			delete(e.live, k)
@@ -289,28 +361,62 @@ func (e *engine) step(ctx context.Context) (t stepTiming, err error) {
 	}
 	e.metrics.observeStep(b, e.sched)
 	e.history.add(time.Now(), b.Counts)
-	if len(b.Seqs) == 0 {
-		return t, nil
-	}
-	e.seeds = e.seeds[:0]
+	sl.seeds = sl.seeds[:0]
 	for _, s := range b.Seqs {
 		seed := uint64(0)
 		if c := e.live[s.Key]; c != nil {
 			seed = c.seed
 		}
-		e.seeds = append(e.seeds, seed)
+		sl.seeds = append(sl.seeds, seed)
 	}
-	var next []int32
-	if _, err := e.m.Forward(ctx, func(_ *device.Arena, dev device.Device) error {
-		var err error
-		began := time.Now()
-		next, err = e.model.forward(dev, b, e.tables.Dst, e.seeds)
-		t.device = time.Since(began)
-		return err
-	}); err != nil {
-		return t, err
+	sl.started = make(chan struct{})
+	if len(b.Seqs) == 0 {
+		close(sl.started)
+		sl.done <- forwardResult{start: sl.began, end: sl.began}
+		sl.cpu = time.Since(sl.began)
+		return sl, nil
 	}
-	outs, err := e.sched.Commit(b, next)
+	if f := e.flight; f != nil {
+		<-f.started // queued behind it, not beside it
+	}
+	go func() {
+		var r forwardResult
+		_, r.err = e.m.Forward(ctx, func(_ *device.Arena, dev device.Device) error {
+			r.start = time.Now()
+			close(sl.started)
+			var err error
+			r.next, err = e.model.forward(dev, b, sl.tables.Dst, sl.seeds)
+			r.end = time.Now()
+			return err
+		})
+		if r.start.IsZero() {
+			close(sl.started) // the step never started
+		}
+		sl.done <- r
+	}()
+	sl.cpu = time.Since(sl.began)
+	return sl, nil
+}
+
+// commit waits for sl's forward and commits its tokens, handing them to
+// the deliverer; it returns the step's timing.
+func (e *engine) commit(sl *stepSlot) (t stepTiming, err error) {
+	r := <-sl.done
+	if r.err != nil {
+		return t, r.err
+	}
+	began := time.Now()
+	if len(sl.b.Seqs) > 0 {
+		t.device = r.end.Sub(r.start)
+		// The GPU thread waited from the later of the previous
+		// forward's end and this step's scheduling.
+		t.exposed = r.start.Sub(sl.began)
+		if e.lastEnd.After(sl.began) {
+			t.exposed = r.start.Sub(e.lastEnd)
+		}
+		e.lastEnd = r.end
+	}
+	outs, err := e.sched.Commit(sl.b, r.next)
 	if err != nil {
 		return t, err
 	}
@@ -326,6 +432,7 @@ func (e *engine) step(ctx context.Context) (t stepTiming, err error) {
 		}
 	}
 	e.out.flush()
+	t.cpu = sl.cpu + time.Since(began)
 	return t, nil
 }
 

@@ -35,7 +35,7 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_inter_token_latency_seconds",
 			Help: "Time between two tokens of one choice, in seconds.", Buckets: latency}),
 		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gpuarena_server_step_overhead_seconds",
-			Help:    "A step's time but its forward's device work (scheduling through the KV cache actor, block tables included; the GPU thread's round trip; commit; handing the tokens to the deliverer), in seconds.",
+			Help:    "How long the GPU thread waited for a step's forward after the previous forward ended (or after the step's scheduling began, after an idle spell): the scheduler's overhead the device sees, with steps overlapped, in seconds.",
 			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16)}), // 10 µs to ~330 ms
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gpuarena_server_queue_depth",
 			Help: "Sequences waiting for admission (preempted ones included)."}),

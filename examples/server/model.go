@@ -28,7 +28,10 @@ import (
 //  2. the token ids the step computes ([≤ max_batch_tokens] u32: each
 //     sequence's prefill chunk — its prompt past its cached prefix, or
 //     the next part of a long prompt — or its last sampled token) go into
-//     token_ids;
+//     token_ids; a decode scheduled while the step before it ran has
+//     serving.PendingToken there, and takes the token that step sampled
+//     (row BatchSeq.PrevRow of its output) — a real model keeps sampled
+//     ids on the device and gathers them into input_ids instead;
 //  3. a stand-in embedding of each sequence's last token (a BF16 row of
 //     hidden_size values that depends only on the token id and position)
 //     goes into hidden_states, one row per sequence;
@@ -64,8 +67,13 @@ type stepModel struct {
 	tokenIDs  device.DevicePtr
 	// host staging, reused step after step (steps run one at a time)
 	pos, slots, ids, rows, back []byte
-	next                        []int32
 	hash                        hash.Hash64
+	// outs holds the sampled tokens of the last two forwards: the
+	// engine commits one step's while the next forward runs, which reads
+	// them for its PendingTokens; turn is the one the next forward writes.
+	outs [2][]int32
+	turn int
+	prev int // how many tokens the last forward sampled
 }
 
 // newStepModel lays the stand-in out on the built arena a; norm is the
@@ -90,20 +98,23 @@ func newStepModel(a *device.Arena, cfg *arena.ModelConfig, norm device.Function,
 	m.pos, m.slots = make([]byte, m.meta.Positions.Bytes), make([]byte, m.meta.SlotMapping.Bytes)
 	m.ids = make([]byte, a.Bytes(arena.TokenIDs))
 	m.rows, m.back = make([]byte, int64(m.maxRows)*2*m.cols), make([]byte, int64(m.maxRows)*2*m.cols)
-	m.next, m.hash = make([]int32, 0, m.maxRows), fnv.New64a()
+	m.outs, m.hash = [2][]int32{make([]int32, m.maxRows), make([]int32, m.maxRows)}, fnv.New64a()
 	return m, nil
 }
 
 // forward runs one step of batch b on dev (see stepModel): tables is the
 // batch's block tables as the KV step encoded them, seeds each sequence's
-// sampling seed. It returns the next token of each sequence, in a slice
-// the next forward reuses. Errors: a batch of more rows or tokens than
-// the arena holds (a scheduler bug), and the device's.
+// sampling seed. Forwards run one at a time, in the order they were
+// scheduled. It returns the next token of each sequence, in a slice the
+// forward after next reuses. Errors: a batch of more rows or tokens than
+// the arena holds, or a PendingToken without a row in the previous
+// forward's output (scheduler bugs), and the device's.
 func (m *stepModel) forward(dev device.Device, b serving.Batch, tables []byte, seeds []uint64) ([]int32, error) {
 	n := len(b.Seqs)
 	if rows := min(m.maxRows, int(m.meta.Rows)); n > rows || int64(b.Tokens) > m.maxIDs {
 		return nil, fmt.Errorf("forward: a batch of %d sequences and %d tokens; the arena holds %d rows and %d token ids", n, b.Tokens, rows, m.maxIDs)
 	}
+	prev := m.outs[m.turn^1][:m.prev]
 	width := int(m.meta.BlockTableWidth)
 	nIDs := 0
 	clear(m.pos)
@@ -113,11 +124,19 @@ func (m *stepModel) forward(dev device.Device, b serving.Batch, tables []byte, s
 		block := int32(binary.LittleEndian.Uint32(tables[4*(r*width+last/m.blockSize):]))
 		binary.LittleEndian.PutUint32(m.pos[4*r:], uint32(last))
 		binary.LittleEndian.PutUint32(m.slots[4*r:], uint32(int(block)*m.blockSize+last%m.blockSize))
+		tok := int32(0)
 		for _, t := range s.Tokens {
+			if t == serving.PendingToken {
+				if s.PrevRow < 0 || s.PrevRow >= len(prev) {
+					return nil, fmt.Errorf("forward: row %d decodes the token of row %d of the previous step, which sampled %d", r, s.PrevRow, len(prev))
+				}
+				t = prev[s.PrevRow]
+			}
 			binary.LittleEndian.PutUint32(m.ids[4*nIDs:], uint32(t))
 			nIDs++
+			tok = t
 		}
-		embed(m.rows[int64(r)*2*m.cols:int64(r+1)*2*m.cols], s.Tokens[len(s.Tokens)-1], last)
+		embed(m.rows[int64(r)*2*m.cols:int64(r+1)*2*m.cols], tok, last)
 	}
 	rowBytes := int64(n) * 2 * m.cols
 	for _, c := range []struct {
@@ -141,7 +160,8 @@ func (m *stepModel) forward(dev device.Device, b serving.Batch, tables []byte, s
 	if err := dev.CopyDtoH(m.back[:rowBytes], m.out); err != nil {
 		return nil, fmt.Errorf("forward: read norm_output: %w", err)
 	}
-	next, h := m.next[:n], m.hash
+	next, h := m.outs[m.turn][:n], m.hash
+	m.turn, m.prev = m.turn^1, n
 	for r := range n {
 		h.Reset()
 		h.Write(m.back[int64(r)*2*m.cols : int64(r+1)*2*m.cols])

@@ -53,8 +53,14 @@ type BatchSeq struct {
 	// step, the only ones whose KV it writes: a decode's last sampled
 	// token, or a prefill chunk (the next part of its prompt — after a
 	// preemption, of its prompt and the tokens it had generated — past
-	// what the pool already holds: CachedTokens for an admission).
+	// what the pool already holds: CachedTokens for an admission). A
+	// decode scheduled while the step that samples its token still runs
+	// (see Live: overlapped steps) has the one token PendingToken: the
+	// forward takes it from that step's output, row PrevRow.
 	Tokens []int32
+	// PrevRow is, for Tokens [PendingToken], the sequence's row in the
+	// batch scheduled before this one, whose sampled token it computes.
+	PrevRow int
 	// Pos is the position of Tokens[0] in the sequence; the step's last
 	// position is Pos + len(Tokens) − 1.
 	Pos int
@@ -72,8 +78,9 @@ type BatchSeq struct {
 }
 
 // Batch is one scheduled step: the sequences the forward computes and
-// what the step did. Its slices are the scheduler's, valid until the next
-// Schedule.
+// what the step did. Its slices are the scheduler's: Seqs is valid until
+// the Schedule after next (a step's batch outlives the scheduling of the
+// step after it), the others until the next Schedule.
 type Batch struct {
 	// Seqs is the batch, at most max_batch_size sequences: the running
 	// sequences that decode (oldest admission first), then the running
@@ -92,6 +99,18 @@ type Batch struct {
 	Preemptions int
 }
 
+// PendingToken stands, in BatchSeq.Tokens, for the token the previous
+// step samples for the sequence, which the scheduler does not know when it
+// plans this one (vLLM's async scheduling uses a placeholder the same way:
+// vllm/v1/core/sched/async_scheduler.py; SGLang's overlap scheduler
+// resolves "future" token ids on the device). The forward reads it from
+// the previous step's output; a real model keeps the sampled ids on the
+// device and gathers them into the next step's input_ids.
+const PendingToken int32 = -1
+
+// pendingTokens is the Tokens of a decode of a pending token (read-only).
+var pendingTokens = []int32{PendingToken}
+
 // Output is one request's sampled token after a step.
 type Output struct {
 	Key   Key
@@ -109,12 +128,20 @@ type liveSeq struct {
 	tokens    []int32
 	promptLen int
 	maxTokens int
-	// computed is how many of tokens the pool holds (their KV computed, or
-	// computed by the step being run); 0 while waiting.
+	// computed is how many tokens the pool holds (their KV computed, or
+	// computed by a step scheduled); 0 while waiting. With a step in
+	// flight it may count the token that step samples (pending).
 	computed int
+	// pending is how many tokens steps scheduled and not committed will
+	// sample for q (0 or 1); unnamed how many of the pool's last tokens
+	// were appended before their ids were known (kvcache.Append.Pending),
+	// named by q's next append.
+	pending, unnamed int
+	// row is q's row in the last batch that samples it (PrevRow).
+	row int
 	// running is set while q is in Live.running: not cancelled, finished
-	// or preempted.
-	running bool
+	// or preempted; done once it is cancelled or finished.
+	running, done bool
 }
 
 // generated is how many tokens q has sampled.
@@ -139,6 +166,17 @@ func (q *liveSeq) generated() int { return len(q.tokens) - q.promptLen }
 // Frees come first (finished or cancelled sequences), and an append the
 // pool refuses for exhaustion preempts the newest sequence by recompute.
 //
+// Steps may overlap: Schedule may plan step N+1 before the Commit of step
+// N, while N's forward runs — vLLM's async scheduling
+// (vllm/v1/core/sched/async_scheduler.py) and SGLang's overlap scheduler,
+// which hide the scheduler's time behind the device's. A sequence that
+// samples in step N then decodes in step N+1 with PendingToken (its KV
+// slot taken by count: kvcache.Append.Pending, named at its next append),
+// unless step N's token is its last by max_tokens; a sequence cancelled
+// or stopped while both steps run wastes its slot in step N+1, whose
+// output Commit drops. At most one step is scheduled and not committed
+// when Schedule is called; Commits come in Schedule order.
+//
 // Blocks are taken per chunk, as vLLM does: an admission takes blocks for
 // its cached prefix and its first chunk (kvcache.Admit.MaxNewTokens, which
 // still looks the prefix up over the whole prompt), later chunks by
@@ -159,6 +197,8 @@ type Live struct {
 	finishing []*liveSeq // finished or cancelled running sequences, freed at the next step
 	stats     Stats
 	scratch   stepScratch
+	// inflight is how many scheduled steps are not yet committed (0–2).
+	inflight int
 }
 
 // NewLive returns a Live scheduler under opts. Errors: an option below 1,
@@ -209,6 +249,7 @@ func (s *Live) Cancel(k Key) bool {
 		return false
 	}
 	delete(s.seqs, k)
+	q.done = true
 	if q.running {
 		q.running = false
 		s.running = removeSeq(s.running, q)
@@ -239,30 +280,45 @@ func (s *Live) Stats() Stats { return s.stats }
 // Commit takes the tokens the forward sampled, one per b.Seqs in order
 // (those of sequences that do not Sample are ignored), and returns each
 // sampling request's output; a request that reached its MaxTokens is
-// finished and freed at the next Schedule. The returned slice is reused
-// by the next Commit. Errors: a token count other than len(b.Seqs).
+// finished and freed at the next Schedule. Batches are committed in the
+// order they were scheduled. A request cancelled or finished since b was
+// scheduled gets nothing; one preempted since keeps its token. The
+// returned slice is reused by the next Commit. Errors: a token count
+// other than len(b.Seqs), or no step to commit.
 func (s *Live) Commit(b Batch, tokens []int32) ([]Output, error) {
 	if len(tokens) != len(b.Seqs) {
 		return nil, fmt.Errorf("serving: commit of %d tokens for a batch of %d", len(tokens), len(b.Seqs))
 	}
+	if s.inflight == 0 {
+		return nil, fmt.Errorf("serving: commit of a batch of %d with no step scheduled", len(b.Seqs))
+	}
+	s.inflight--
 	out := s.scratch.outputs[:0]
 	for i, bs := range b.Seqs {
 		if !bs.Sample {
 			continue
 		}
 		q := bs.q
-		if q == nil || q.id != bs.Seq || !q.running {
-			continue // cancelled while the forward ran, or not this scheduler's
+		if q == nil || q.id != bs.Seq || q.done {
+			continue // cancelled or finished while the forward ran, or not this scheduler's
 		}
+		q.pending--
 		q.tokens = append(q.tokens, tokens[i])
 		o := Output{Key: bs.Key, Token: tokens[i]}
 		if q.generated() >= q.maxTokens {
 			o.Finished = true
 			s.stats.Finished++
 			delete(s.seqs, q.key)
-			q.running = false
-			s.running = removeSeq(s.running, q)
-			s.finishing = append(s.finishing, q)
+			q.done = true
+			if q.running {
+				q.running = false
+				s.running = removeSeq(s.running, q)
+				s.finishing = append(s.finishing, q)
+			} else {
+				// Preempted by the step scheduled after b: the pool
+				// already freed its blocks.
+				s.waiting = removeSeq(s.waiting, q)
+			}
 		}
 		out = append(out, o)
 	}

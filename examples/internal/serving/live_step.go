@@ -29,6 +29,7 @@ type planned struct {
 	q       *liveSeq
 	admit   int
 	from, n int
+	pending bool // a decode of the token the step in flight samples
 }
 
 // stepScratch is what Schedule and Commit reuse step after step, so that
@@ -39,8 +40,8 @@ type stepScratch struct {
 	ids     []kvcache.SeqID
 	plan    []planned
 	refused map[kvcache.SeqID]bool
-	admits  []bool // refused admissions, by index
-	seqs    []BatchSeq
+	admits  []bool        // refused admissions, by index
+	seqs    [2][]BatchSeq // by step parity: a batch stays valid while the next is planned
 	freed   []Key
 	dropped []Key // Unservable
 	outputs []Output
@@ -50,18 +51,25 @@ type stepScratch struct {
 // batch the forward computes. With tables not nil, the batch's block
 // tables are in tables.Dst when it returns, written by the pool with the
 // step (a preemption round writes them again), so a step is one round
-// trip to the KV block pool, one more per preemption round. Commit must
-// follow before the next Schedule. Errors: kv's, a refusal other than
-// exhaustion, or tables the pool could not write (a Tables shape smaller
-// than the batch, or a scheduler bug), wrapped with the step; on an error
-// the scheduler's state is undefined.
+// trip to the KV block pool, one more per preemption round. The batch's
+// Seqs stay valid until the Schedule after next, so a caller may schedule
+// step N+1 while step N runs (see Live); its Freed, Unservable and Counts
+// until the next Schedule. Errors: kv's, a refusal other than exhaustion,
+// or tables the pool could not write (a Tables shape smaller than the
+// batch, or a scheduler bug), wrapped with the step; a call with two steps
+// scheduled and not committed; on an error the scheduler's state is
+// undefined.
 func (s *Live) Schedule(ctx context.Context, kv KV, tables *Tables) (Batch, error) {
+	if s.inflight >= 2 {
+		return Batch{}, fmt.Errorf("serving: step %d: two steps are scheduled and not committed: commit one first", s.stats.Steps)
+	}
 	sc := &s.scratch
-	b := Batch{Seqs: sc.seqs[:0], Freed: sc.freed[:0], Unservable: sc.dropped[:0]}
+	parity := s.stats.Steps % 2
+	b := Batch{Seqs: sc.seqs[parity][:0], Freed: sc.freed[:0], Unservable: sc.dropped[:0]}
 	st := kvcache.Step{Free: sc.step.Free[:0], Append: sc.step.Append[:0], Admit: sc.step.Admit[:0]}
 	defer func() {
 		sc.step = st
-		sc.seqs, sc.freed, sc.dropped = b.Seqs, b.Freed, b.Unservable
+		sc.seqs[parity], sc.freed, sc.dropped = b.Seqs, b.Freed, b.Unservable
 	}()
 	for _, q := range s.finishing {
 		st.Free = append(st.Free, q.id)
@@ -131,7 +139,7 @@ func (s *Live) Schedule(ctx context.Context, kv KV, tables *Tables) (Batch, erro
 			b.Unservable = append(b.Unservable, q.key)
 			return q.id
 		}
-		q.computed = 0
+		q.computed, q.unnamed = 0, 0
 		s.waiting = append([]*liveSeq{q}, s.waiting...)
 		return q.id
 	}
@@ -151,12 +159,24 @@ func (s *Live) Schedule(ctx context.Context, kv KV, tables *Tables) (Batch, erro
 		if !q.running {
 			continue // refused, or preempted
 		}
-		bs := BatchSeq{Key: q.key, Seq: q.id, Tokens: q.tokens[p.from : p.from+p.n], Pos: p.from, q: q}
+		bs := BatchSeq{Key: q.key, Seq: q.id, Pos: p.from, q: q}
+		q.unnamed = 0
+		switch {
+		case p.pending:
+			bs.Tokens, bs.PrevRow = pendingTokens, q.row
+			q.unnamed = 1
+		default:
+			bs.Tokens = q.tokens[p.from : p.from+p.n]
+		}
 		if p.admit >= 0 {
 			bs.CachedTokens = p.from
 		}
 		q.computed = p.from + p.n
-		bs.Sample = q.computed == len(q.tokens)
+		bs.Sample = q.computed == len(q.tokens)+q.pending
+		if bs.Sample {
+			q.pending++
+			q.row = len(b.Seqs)
+		}
 		switch {
 		case !bs.Sample:
 			s.stats.Chunks++
@@ -169,6 +189,7 @@ func (s *Live) Schedule(ctx context.Context, kv KV, tables *Tables) (Batch, erro
 	b.Counts = res.Counts
 	s.stats.note(res.Counts)
 	s.stats.Steps++
+	s.inflight++
 	return b, nil
 }
 
@@ -182,9 +203,13 @@ func (s *Live) plan(st *kvcache.Step) []planned {
 		if budget == 0 {
 			break
 		}
-		if len(q.tokens)-q.computed == 1 {
-			st.Append = append(st.Append, kvcache.Append{Seq: q.id, Tokens: q.tokens[q.computed:]})
-			plan = append(plan, planned{q: q, admit: -1, from: q.computed, n: 1})
+		// A token the step in flight samples (pending) is decoded with
+		// PendingToken, its slot taken by count, unless it is the
+		// sequence's last.
+		if len(q.tokens)+q.pending-q.computed == 1 && q.generated()+q.pending < q.maxTokens {
+			a := kvcache.Append{Seq: q.id, Tokens: q.tokens[q.computed-q.unnamed : q.computed+1-q.pending], Pending: q.pending}
+			st.Append = append(st.Append, a)
+			plan = append(plan, planned{q: q, admit: -1, from: q.computed, n: 1, pending: q.pending > 0})
 			budget--
 		}
 	}
@@ -192,16 +217,18 @@ func (s *Live) plan(st *kvcache.Step) []planned {
 		if budget == 0 {
 			break
 		}
-		if rest := len(q.tokens) - q.computed; rest > 1 {
+		if rest := len(q.tokens) + q.pending - q.computed; rest > 1 {
 			n := min(rest, budget)
-			st.Append = append(st.Append, kvcache.Append{Seq: q.id, Tokens: q.tokens[q.computed : q.computed+n]})
+			st.Append = append(st.Append, kvcache.Append{Seq: q.id, Tokens: q.tokens[q.computed-q.unnamed : q.computed+n]})
 			plan = append(plan, planned{q: q, admit: -1, from: q.computed, n: n})
 			budget -= n
 		}
 	}
 	admitting := 0
 	for _, q := range s.waiting { // admissions: the first chunk past the cached prefix
-		if budget == 0 || len(s.running)+admitting >= s.opts.MaxBatchSize {
+		// A sequence preempted while a step samples its token waits for
+		// that token's commit.
+		if budget == 0 || len(s.running)+admitting >= s.opts.MaxBatchSize || q.pending > 0 {
 			break
 		}
 		n := min(len(q.tokens), budget)

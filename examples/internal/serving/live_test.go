@@ -24,6 +24,8 @@ type liveForward struct {
 	t      *testing.T
 	tokens map[Key][]int32
 	next   map[kvcache.SeqID]int // the position each running sequence computes next
+	// pending counts the PendingTokens decoded.
+	pending int
 }
 
 func newLiveForward(t *testing.T) *liveForward {
@@ -33,12 +35,24 @@ func newLiveForward(t *testing.T) *liveForward {
 // add records request k's prompt.
 func (f *liveForward) add(k Key, prompt []int32) { f.tokens[k] = slices.Clone(prompt) }
 
-// run checks b and returns one token per sequence.
-func (f *liveForward) run(step int, b Batch) []int32 {
+// run checks b and returns one token per sequence. prev and prevOut are
+// the batch scheduled before b and its tokens, not yet committed when b
+// was scheduled (overlapped steps), or empty: b's PendingTokens are
+// prevOut's, as a forward on the device reads them.
+func (f *liveForward) run(step int, b, prev Batch, prevOut []int32) []int32 {
 	f.t.Helper()
 	out := make([]int32, len(b.Seqs))
 	for i, bs := range b.Seqs {
 		all := f.tokens[bs.Key]
+		if slices.Equal(bs.Tokens, []int32{PendingToken}) {
+			r := bs.PrevRow
+			if r < 0 || r >= len(prevOut) || prev.Seqs[r].Key != bs.Key || !prev.Seqs[r].Sample || bs.Pos != len(all) {
+				f.t.Fatalf("step %d: request %d decodes a pending token of row %d at %d, after %d tokens; the previous batch has %d rows", step, bs.Key, r, bs.Pos, len(all), len(prev.Seqs))
+			}
+			all = append(slices.Clone(all), prevOut[r])
+			f.pending++
+			bs.Tokens = all[bs.Pos:]
+		}
 		want, ok := f.next[bs.Seq]
 		if !ok { // an admission: it starts after its cached prefix
 			want = bs.CachedTokens
@@ -99,25 +113,49 @@ func checkTables(t *testing.T, step int, kv poolKV, tables *Tables, b Batch) {
 // the right positions (liveForward); the block tables written with each
 // step are the pool's; every block comes back; a step never passes
 // max_batch_size or max_batch_tokens.
+//
+// Overlapped, each step is scheduled before the previous one is committed,
+// as a server does to hide the scheduler behind the forward: the same
+// holds, and every pending token a step decodes is the one the step before
+// it sampled for that request.
 func TestLiveModel(t *testing.T) {
-	for _, c := range []struct{ blocks, budget int }{{40, 512}, {4000, 512}, {60, 64}, {4000, 48}} {
-		t.Run(fmt.Sprintf("blocks%d/budget%d", c.blocks, c.budget), func(t *testing.T) {
+	for _, c := range []struct {
+		blocks, budget int
+		overlap        bool
+	}{{40, 512, false}, {4000, 512, false}, {60, 64, false}, {4000, 48, false}, {40, 512, true}, {4000, 512, true}, {60, 64, true}, {4000, 48, true}} {
+		t.Run(fmt.Sprintf("blocks%d/budget%d/overlap=%v", c.blocks, c.budget, c.overlap), func(t *testing.T) {
 			kv := newPoolKV(t, c.blocks)
 			opts := Options{MaxBatchSize: 8, MaxBatchTokens: c.budget, MaxSeqLen: 400, Vocab: 1000}
 			s, err := NewLive(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tables := &Tables{Shape: kvcache.TableShape{Rows: 8, Width: 25}}
-			tables.Dst = make([]byte, 4*8*25)
-			f := newLiveForward(t)
-			rng := rand.New(rand.NewPCG(7, uint64(c.blocks*c.budget)))
 			want := map[Key]int{}
 			prompts := map[Key]int{}
+			var tables [2]*Tables // a step's while the next is scheduled
+			for i := range tables {
+				tables[i] = &Tables{Shape: kvcache.TableShape{Rows: 8, Width: 25}, Dst: make([]byte, 4*8*25)}
+			}
+			f := newLiveForward(t)
+			var prev Batch // scheduled, not committed (overlap)
+			var prevOut []int32
+			commit := func(b Batch, toks []int32) {
+				outs, err := s.Commit(b, toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.commit(outs)
+				for _, o := range outs {
+					if got := len(f.tokens[o.Key]) - prompts[o.Key]; o.Finished != (got == want[o.Key]) {
+						t.Fatalf("request %d: finished %v after %d of %d tokens", o.Key, o.Finished, got, want[o.Key])
+					}
+				}
+			}
+			rng := rand.New(rand.NewPCG(7, uint64(c.blocks*c.budget)))
 			cancelled := map[Key]bool{}
 			next := Key(1)
 			ctx := context.Background()
-			for step := 0; step < 5000 && (next <= 60 || !s.Idle()); step++ {
+			for step := 0; step < 5000 && (next <= 60 || !s.Idle() || prevOut != nil); step++ {
 				for next <= 60 && rng.IntN(3) == 0 {
 					p := 1 + rng.IntN(200)
 					prompt := make([]int32, p)
@@ -142,7 +180,8 @@ func TestLiveModel(t *testing.T) {
 						cancelled[k] = true
 					}
 				}
-				b, err := s.Schedule(ctx, kv, tables)
+				tb := tables[step%2]
+				b, err := s.Schedule(ctx, kv, tb)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -156,16 +195,19 @@ func TestLiveModel(t *testing.T) {
 				if len(b.Seqs) > opts.MaxBatchSize || sum > opts.MaxBatchTokens || sum != b.Tokens {
 					t.Fatalf("step %d: %d sequences, %d tokens (batch says %d)", step, len(b.Seqs), sum, b.Tokens)
 				}
-				checkTables(t, step, kv, tables, b)
-				outs, err := s.Commit(b, f.run(step, b))
-				if err != nil {
-					t.Fatal(err)
+				checkTables(t, step, kv, tb, b)
+				out := f.run(step, b, prev, prevOut)
+				if !c.overlap {
+					commit(b, out)
+					continue
 				}
-				f.commit(outs)
-				for _, o := range outs {
-					if got := len(f.tokens[o.Key]) - prompts[o.Key]; o.Finished != (got == want[o.Key]) {
-						t.Fatalf("request %d: finished %v after %d of %d tokens", o.Key, o.Finished, got, want[o.Key])
-					}
+				if prevOut != nil {
+					commit(prev, prevOut)
+				}
+				prev, prevOut = b, out
+				if s.Idle() {
+					commit(prev, prevOut)
+					prev, prevOut = Batch{}, nil
 				}
 			}
 			if !s.Idle() || kv.pool.Len() != 0 {
@@ -177,6 +219,9 @@ func TestLiveModel(t *testing.T) {
 				}
 			}
 			st := s.Stats()
+			if c.overlap != (f.pending > 0) {
+				t.Fatalf("overlap %v: %d pending tokens decoded", c.overlap, f.pending)
+			}
 			switch {
 			case c.blocks < 100 && st.Preemptions == 0:
 				t.Fatalf("no preemption: %+v", st)
@@ -226,7 +271,7 @@ func liveRun(t *testing.T, opts Options, reqs []LiveRequest) (map[Key][]int32, S
 				t.Fatalf("step %d: request %d decoded last step and is not in this one", step, k)
 			}
 		}
-		outs, err := s.Commit(b, f.run(step, b))
+		outs, err := s.Commit(b, f.run(step, b, Batch{}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

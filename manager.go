@@ -134,10 +134,48 @@ func (m *Manager) BuildArena(ctx context.Context, plan *arena.Plan) (*device.Are
 // runtime.Goexit; the manager keeps serving), the context's, and the step's
 // own.
 func (m *Manager) Forward(ctx context.Context, step func(a *device.Arena, dev device.Device) error) (time.Duration, error) {
-	d, err := m.sup.Forward(ctx, step)
-	if d > 0 {
-		m.forwardHist.Observe(d.Seconds())
+	q, err := m.QueueForward(ctx, step)
+	if err != nil {
+		return 0, err
 	}
+	return q.Wait()
+}
+
+// QueueForward queues a forward step and returns without waiting for it;
+// Wait waits for it and returns what Forward would. Steps run one at a
+// time, in the order they are queued (from one goroutine: the order of its
+// calls), and a step queued while another runs starts the moment that one
+// ends: a server schedules and queues step N+1 while step N runs, as vLLM's
+// async scheduling does, and the GPU thread goes from one step to the next
+// without waiting for it (examples/server). The step's rules are
+// Forward's; ctx bounds the wait until the step starts, a step still
+// queued when Close starts does not start. Errors, with nothing queued: a
+// nil step (ErrInvalidValue), the context's, ErrClosed, ErrReentrant; the
+// others come from Wait.
+func (m *Manager) QueueForward(ctx context.Context, step func(a *device.Arena, dev device.Device) error) (*QueuedStep, error) {
+	q, err := m.sup.QueueForward(ctx, step)
+	if err != nil {
+		return nil, err
+	}
+	return &QueuedStep{m: m, q: q}, nil
+}
+
+// QueuedStep is a forward step Manager.QueueForward queued.
+type QueuedStep struct {
+	m    *Manager
+	q    *actors.QueuedStep
+	once sync.Once
+}
+
+// Wait waits for the step and returns how long it ran and its error, as
+// Forward does. Later calls return the first one's result.
+func (q *QueuedStep) Wait() (time.Duration, error) {
+	d, err := q.q.Wait()
+	q.once.Do(func() {
+		if d > 0 {
+			q.m.forwardHist.Observe(d.Seconds())
+		}
+	})
 	return d, err
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -84,29 +83,52 @@ func (s *Supervisors) Stop() {
 }
 
 // ask sends msg to the supervisor to and waits for its reply (from to, or
-// from a supervisor to hands it on to), for ctx, or for wait to stop for
-// good: ErrClosed after Stop, ErrSupervisorStopped (naming the supervisor)
-// when it stopped after repeated failures; ErrReentrant from inside a
-// forward step. The request goes through gpuworker.AskVia: every supervisor
-// request leads to one of the GPU actor, which the worker gets ready for.
+// from a supervisor to hands it on to, or from the GPU actor), for ctx, or
+// for wait to stop for good: ErrClosed after Stop or once the worker is
+// gone, ErrSupervisorStopped (naming the supervisor) when it stopped after
+// repeated failures; ErrReentrant from inside a forward step. The request
+// goes through gpuworker.SendVia and AwaitVia: every supervisor request
+// leads to one of the GPU actor, which the worker gets ready for.
 func ask[R any](ctx context.Context, s *Supervisors, to, wait *child, msg any, reply <-chan R) (R, error) {
+	if err := s.send(ctx, to, wait, msg); err != nil {
+		var zero R
+		return zero, err
+	}
+	return await(ctx, s, wait, reply)
+}
+
+// send is ask's first half: it sends msg to the supervisor to without
+// waiting.
+func (s *Supervisors) send(ctx context.Context, to, wait *child, msg any) error {
 	select {
 	case <-s.closing:
-		var zero R
-		return zero, gpuworker.ErrClosed
+		return gpuworker.ErrClosed
 	default:
 	}
-	r, err := gpuworker.AskVia(ctx, s.worker, to.pid, msg, reply, wait.gone)
-	if errors.Is(err, gpuworker.ErrClosed) {
-		select {
-		case <-s.worker.Gone():
-			err = s.workerGone(err)
-		case <-s.closing:
-		default:
-			err = fmt.Errorf("%s supervisor: %w", s.stopped(wait).name, ErrSupervisorStopped)
-		}
+	return s.closed(wait, gpuworker.SendVia(ctx, s.worker, to.pid, msg, wait.gone))
+}
+
+// await is ask's second half: it waits for the reply to what send sent.
+func await[R any](ctx context.Context, s *Supervisors, wait *child, reply <-chan R) (R, error) {
+	r, err := gpuworker.AwaitVia(ctx, s.worker, reply, wait.gone)
+	return r, s.closed(wait, err)
+}
+
+// closed says why ErrClosed came: the worker is gone (with its fatal error),
+// the supervisors are stopping, or the supervisor wait stopped for good
+// (ErrSupervisorStopped). Other errors are returned as they are.
+func (s *Supervisors) closed(wait *child, err error) error {
+	if !errors.Is(err, gpuworker.ErrClosed) {
+		return err
 	}
-	return r, err
+	select {
+	case <-s.worker.Gone():
+		return s.workerGone(err)
+	case <-s.closing:
+		return err
+	default:
+		return fmt.Errorf("%s supervisor: %w", s.stopped(wait).name, ErrSupervisorStopped)
+	}
 }
 
 // workerGone is err (ErrClosed) with the worker's fatal error, if it has one.
@@ -150,44 +172,6 @@ func (s *Supervisors) BuildArena(ctx context.Context, plan *arena.Plan, layout d
 		return nil, err
 	}
 	return r.Arena, r.Err
-}
-
-// Forward runs one forward step on the arena. ctx bounds the wait until the
-// step starts: a step whose ctx is done before then never starts, and
-// Forward returns the context's error. Once the step has started, Forward
-// waits for it to return whatever ctx says — the step may read or write the
-// caller's memory — unless the manager's close gives up on it (ErrClosed).
-// The arena supervisor hands the step to the GPU actor and goes on: steps
-// queue in the GPU actor's mailbox, run one at a time in the order they
-// reached the supervisor, and a step queued when Drain is called does not
-// start.
-// Errors: ErrNoArena, ErrReleased, gpuworker.ErrInvalidValue for a nil
-// step, the context's error, ErrSupervisorPanic, ErrClosed, and the step's.
-// It returns how long the step ran (also when the step failed).
-func (s *Supervisors) Forward(ctx context.Context, step func(a *device.Arena, dev device.Device) error) (time.Duration, error) {
-	if step == nil {
-		return 0, fmt.Errorf("forward: %w: nil step", gpuworker.ErrInvalidValue)
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var state stepState
-	reply := make(chan messages.ForwardReply, 1)
-	r, err := ask(ctx, s, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: state.guard(ctx, s.draining, step), Reply: reply}, reply)
-	if err != nil && !state.giveUp() {
-		// The step started on the GPU thread (the arena supervisor handed
-		// it on): it may use the caller's memory until it returns.
-		select {
-		case r = <-reply:
-			err = nil
-		case <-s.worker.Gone():
-			err = s.workerGone(fmt.Errorf("forward: %w", gpuworker.ErrClosed))
-		}
-	}
-	if err != nil {
-		return r.Duration, err
-	}
-	return r.Duration, r.Err
 }
 
 // Reset ends a completed release: the arena supervisor forgets the released

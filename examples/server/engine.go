@@ -109,20 +109,24 @@ type stepSlot struct {
 	tables serving.Tables
 	seeds  []uint64
 	began  time.Time // when scheduling it began
-	// started is closed when its forward starts on the GPU thread; done
-	// gets its result.
-	started chan struct{}
-	done    chan forwardResult
-	cpu     time.Duration // the engine's own time for it: scheduling, then commit
-}
-
-// forwardResult is a forward's sampled tokens (one per batch row, in a
-// slice the model reuses two forwards later), its start and end on the GPU
-// thread, and its error.
-type forwardResult struct {
+	// queued is its forward, nil for an empty batch; the forward writes
+	// next (the sampled tokens, one per batch row, in a slice the model
+	// reuses two forwards later) and its start and end on the GPU thread,
+	// read after queued.Wait.
+	queued     *gpuarena.QueuedStep
 	next       []int32
 	start, end time.Time
-	err        error
+	cpu        time.Duration // the engine's own time for it: scheduling, then commit
+}
+
+// wait waits for the slot's forward (nothing to wait for with an empty
+// batch) and returns its error.
+func (sl *stepSlot) wait() error {
+	if sl.queued == nil {
+		return nil
+	}
+	_, err := sl.queued.Wait()
+	return err
 }
 
 // cancelMsg ends choices: their client went away or a stop string matched.
@@ -143,7 +147,6 @@ func newEngine(m *gpuarena.Manager, sched *serving.Live, model *stepModel, log *
 		live: map[serving.Key]*choiceState{}}
 	for i := range e.slots {
 		e.slots[i].tables = serving.Tables{Shape: kvcache.TableShape{Rows: int(meta.Rows), Width: int(meta.BlockTableWidth)}, Dst: make([]byte, meta.BlockTables.Bytes)}
-		e.slots[i].done = make(chan forwardResult, 1)
 	}
 	return e
 }
@@ -221,7 +224,7 @@ func (e *engine) run() {
 	defer func() {
 		if e.flight != nil {
 			// Its forward may still read the slot's buffers.
-			<-e.flight.done
+			_ = e.flight.wait()
 			e.flight = nil
 		}
 		e.abortAll(finishAbort, nil)
@@ -316,10 +319,10 @@ type stepTiming struct {
 // tick advances the pipeline by one step: it schedules the next step and
 // queues its forward (when anything is live), then waits for the step in
 // flight and commits it. It returns that committed step's timing (ok false
-// when none was in flight). A step's forward is queued only after the one
-// before it has started on the GPU thread, so the two reach the manager in
-// order. Errors: the KV step's, the forward's, the commit's; the caller
-// stops the engine.
+// when none was in flight). Forwards are queued (Manager.QueueForward) from
+// this goroutine only, so they run in the order they were scheduled.
+// Errors: the KV step's, the forward's, the commit's; the caller stops the
+// engine.
 func (e *engine) tick(ctx context.Context) (t stepTiming, ok bool, err error) {
 	var next *stepSlot
 	if !e.sched.Idle() {
@@ -332,7 +335,7 @@ func (e *engine) tick(ctx context.Context) (t stepTiming, ok bool, err error) {
 		t, err = e.commit(f)
 		if err != nil {
 			if next != nil {
-				<-next.done // its forward may still read next's buffers
+				_ = next.wait() // its forward may still read next's buffers
 			}
 			return t, false, err
 		}
@@ -369,31 +372,19 @@ func (e *engine) schedule(ctx context.Context) (*stepSlot, error) {
 		}
 		sl.seeds = append(sl.seeds, seed)
 	}
-	sl.started = make(chan struct{})
-	if len(b.Seqs) == 0 {
-		close(sl.started)
-		sl.done <- forwardResult{start: sl.began, end: sl.began}
-		sl.cpu = time.Since(sl.began)
-		return sl, nil
-	}
-	if f := e.flight; f != nil {
-		<-f.started // queued behind it, not beside it
-	}
-	go func() {
-		var r forwardResult
-		_, r.err = e.m.Forward(ctx, func(_ *device.Arena, dev device.Device) error {
-			r.start = time.Now()
-			close(sl.started)
+	sl.queued, sl.next = nil, nil
+	if len(b.Seqs) > 0 {
+		sl.queued, err = e.m.QueueForward(ctx, func(_ *device.Arena, dev device.Device) error {
+			sl.start = time.Now()
 			var err error
-			r.next, err = e.model.forward(dev, b, sl.tables.Dst, sl.seeds)
-			r.end = time.Now()
+			sl.next, err = e.model.forward(dev, b, sl.tables.Dst, sl.seeds)
+			sl.end = time.Now()
 			return err
 		})
-		if r.start.IsZero() {
-			close(sl.started) // the step never started
+		if err != nil {
+			return nil, err
 		}
-		sl.done <- r
-	}()
+	}
 	sl.cpu = time.Since(sl.began)
 	return sl, nil
 }
@@ -401,22 +392,21 @@ func (e *engine) schedule(ctx context.Context) (*stepSlot, error) {
 // commit waits for sl's forward and commits its tokens, handing them to
 // the deliverer; it returns the step's timing.
 func (e *engine) commit(sl *stepSlot) (t stepTiming, err error) {
-	r := <-sl.done
-	if r.err != nil {
-		return t, r.err
+	if err := sl.wait(); err != nil {
+		return t, err
 	}
 	began := time.Now()
-	if len(sl.b.Seqs) > 0 {
-		t.device = r.end.Sub(r.start)
+	if sl.queued != nil {
+		t.device = sl.end.Sub(sl.start)
 		// The GPU thread waited from the later of the previous
 		// forward's end and this step's scheduling.
-		t.exposed = r.start.Sub(sl.began)
+		t.exposed = sl.start.Sub(sl.began)
 		if e.lastEnd.After(sl.began) {
-			t.exposed = r.start.Sub(e.lastEnd)
+			t.exposed = sl.start.Sub(e.lastEnd)
 		}
-		e.lastEnd = r.end
+		e.lastEnd = sl.end
 	}
-	outs, err := e.sched.Commit(sl.b, r.next)
+	outs, err := e.sched.Commit(sl.b, sl.next)
 	if err != nil {
 		return t, err
 	}

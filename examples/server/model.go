@@ -17,7 +17,7 @@ import (
 // around it — scheduler, KV cache, arena, GPU thread — is the one a real
 // engine runs. This file is where a team plugs its kernels.
 //
-// Each step (forward), on the GPU thread, inside Manager.Forward:
+// Each step (forward), on the GPU thread, inside a step Manager.QueueForward queued:
 //  1. the batch's decode metadata goes into the arena's scratch buffer at
 //     arena.DecodeMetaLayout's offsets: positions [Rows] i32 (the last
 //     position each sequence computes this step), slot_mapping [Rows] i32

@@ -77,9 +77,19 @@ func loadConfig(path string) (*arena.ModelConfig, error) {
 	}
 	data, ok := builtinConfig(path)
 	if !ok {
-		return nil, err
+		return nil, notFound(err)
 	}
 	return arena.ParseConfig(data)
+}
+
+// notFound is err, a config path that does not exist, with the names of the
+// built-in configs a --config may give instead.
+func notFound(err error) error {
+	names, _ := fs.Glob(configs.FS, "*.json")
+	for i, n := range names {
+		names[i] = strings.TrimSuffix(n, ".json")
+	}
+	return fmt.Errorf("%w: give a config.json, a model folder, or a built-in config by name: %s", err, strings.Join(names, ", "))
 }
 
 // builtinConfig is the built-in config (configs.FS) that path names —

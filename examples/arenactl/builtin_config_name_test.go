@@ -8,7 +8,8 @@ import (
 )
 
 // A built-in config is found by its name from any directory; a path with
-// another folder is never swapped for one.
+// another folder is never swapped for one, and a path that does not exist
+// is an error that names the built-in configs.
 func TestLoadConfigBuiltinName(t *testing.T) {
 	t.Chdir(t.TempDir())
 	for _, name := range []string{"llama-3.1-8b", "llama-3.1-8b.json", "examples/configs/llama-3.1-8b.json"} {
@@ -18,8 +19,9 @@ func TestLoadConfigBuiltinName(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"/nope/llama-3.1-8b.json", "no-such-model"} {
-		if _, err := loadConfig(name); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s: %v, want the file's not-exist error", name, err)
+		_, err := loadConfig(name)
+		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "qwen3-0.6b, qwen3-30b-a3b") {
+			t.Errorf("%s: %v, want the file's not-exist error naming the built-in configs", name, err)
 		}
 	}
 }
@@ -31,7 +33,7 @@ func TestReadConfigJSONBuiltinName(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), `"qwen3"`) {
 		t.Fatalf("readConfigJSON(qwen3-8b): %v, %.60q", err, data)
 	}
-	if _, err := readConfigJSON("no-such-model"); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("readConfigJSON(no-such-model): %v, want not-exist", err)
+	if _, err := readConfigJSON("no-such-model"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "llama-3.1-8b") {
+		t.Fatalf("readConfigJSON(no-such-model): %v, want not-exist naming the built-in configs", err)
 	}
 }

@@ -140,6 +140,7 @@ func readConfigJSON(path string) ([]byte, error) {
 		if data, ok := builtinConfig(path); ok {
 			return data, nil
 		}
+		err = notFound(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--config: %w", err)

@@ -220,7 +220,15 @@ func writeRunText(w io.Writer, r *runReport) {
 		row(tw, "weights", fmt.Sprintf("%s (%s allocated) loaded in %.1f ms, %.2f GB/s; each step read a window back and compared it with the file",
 			bytesAndHuman(r.WeightsBytes), human(r.WeightsAllocatedBytes), r.WeightsLoadMS, r.WeightsLoadGBps))
 	}
-	row(tw, "device free", fmt.Sprintf("before %s, built %s, after %s", human(r.DeviceFreeBefore), human(r.DeviceFreeBuilt), human(r.DeviceFreeAfter)))
+	built := "arena built"
+	if r.WeightsBytes > 0 {
+		built = "weights and arena built"
+	}
+	free := fmt.Sprintf("before %s, %s %s", human(r.DeviceFreeBefore), built, human(r.DeviceFreeBuilt))
+	if r.DeviceFreeKV > 0 {
+		free += fmt.Sprintf(", KV cache built %s", human(r.DeviceFreeKV))
+	}
+	row(tw, "device free", free+", after "+human(r.DeviceFreeAfter))
 	if r.Served {
 		row(tw, "kv cache", fmt.Sprintf("%s: %d paged blocks, %d sequences' sliding blocks and state, built in %.2f ms", bytesAndHuman(r.KVCacheBytes), r.KVBlocks, r.KVSeqs, r.KVBuildMS))
 		row(tw, "served", fmt.Sprintf("%d of %d requests finished; %d preemptions; peak %d blocks in use; prefix cache %d hits of %d lookups, %d tokens saved; %d KV round trips",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -61,16 +62,16 @@ var ids atomic.Uint64
 // handleCompletions serves POST /v1/completions.
 func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	if !s.decode(w, r, "completions", &req) {
+	if !decodeRequest(w, r, &req) {
 		return
 	}
 	g, rerr := s.parseCompletion(&req)
 	if rerr != nil {
-		s.fail(w, "completions", rerr)
+		writeError(w, rerr)
 		return
 	}
 	id := "cmpl-" + strconv.FormatUint(ids.Add(1), 10)
-	s.serveGeneration(w, r, "completions", g, func(chunk bool, texts []string, finish []*string, u *usage) response {
+	s.serveGeneration(w, r, g, func(chunk bool, texts []string, finish []*string, u *usage) response {
 		choices := make([]completionChoice, 0, len(texts))
 		for i, t := range texts {
 			if chunk && t == "" && finish[i] == nil {
@@ -85,17 +86,17 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 // handleChat serves POST /v1/chat/completions.
 func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	if !s.decode(w, r, "chat", &req) {
+	if !decodeRequest(w, r, &req) {
 		return
 	}
 	g, rerr := s.parseChat(&req)
 	if rerr != nil {
-		s.fail(w, "chat", rerr)
+		writeError(w, rerr)
 		return
 	}
 	id := "chatcmpl-" + strconv.FormatUint(ids.Add(1), 10)
 	first := true
-	s.serveGeneration(w, r, "chat", g, func(chunk bool, texts []string, finish []*string, u *usage) response {
+	s.serveGeneration(w, r, g, func(chunk bool, texts []string, finish []*string, u *usage) response {
 		object := "chat.completion"
 		choices := make([]chatChoice, 0, len(texts))
 		for i, t := range texts {
@@ -121,23 +122,32 @@ func (s *server) handleChat(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// decode reads r's JSON body into v (at most maxRequestBytes); on an
-// error it answers 400 (naming the field when one has the wrong type) or
-// 413 and returns false.
-func (s *server) decode(w http.ResponseWriter, r *http.Request, endpoint string, v any) bool {
-	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes)).Decode(v)
+// decodeRequest reads r's body (generating limits it to maxRequestBytes)
+// into v: one JSON object, nothing but white space after it. On an error
+// it answers 400 (naming the field when one has the wrong type) or 413
+// and returns false.
+func decodeRequest(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	err := dec.Decode(v)
 	var tooBig *http.MaxBytesError
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			return true
+		}
+		if !errors.As(err, &tooBig) {
+			writeError(w, badRequest("", "request body holds data after its JSON object: send one object, nothing after it"))
+			return false
+		}
+	}
 	var wrongType *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &tooBig):
-		s.fail(w, endpoint, &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)})
+		writeError(w, &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)})
 	case errors.As(err, &wrongType) && wrongType.Field != "":
 		field := strings.TrimPrefix(wrongType.Field, "samplingFields.")
-		s.fail(w, endpoint, badRequest(field, "%s must be %s, not a JSON %s", field, jsonKind(wrongType.Type), wrongType.Value))
-	case err != nil:
-		s.fail(w, endpoint, badRequest("", "request body is not valid JSON for this endpoint: %v", err))
+		writeError(w, badRequest(field, "%s must be %s, not a JSON %s", field, jsonKind(wrongType.Type), wrongType.Value))
 	default:
-		return true
+		writeError(w, badRequest("", "request body is not valid JSON for this endpoint: %v", err))
 	}
 	return false
 }
@@ -152,6 +162,9 @@ func (s *server) parseCompletion(req *completionRequest) (generation, *requestEr
 		return generation{}, rerr
 	}
 	g, rerr := s.parseCommon(req.Model, prompt, &req.samplingFields)
+	if rerr == nil {
+		rerr = unsupportedCompletion(req, g.n)
+	}
 	if rerr != nil {
 		return g, rerr
 	}
@@ -203,6 +216,9 @@ func (s *server) parseChat(req *chatRequest) (generation, *requestError) {
 		}
 	}
 	g, rerr := s.parseCommon(req.Model, encode(chatPrompt(req.Messages)), &req.samplingFields)
+	if rerr == nil {
+		rerr = unsupportedChat(req)
+	}
 	if rerr != nil {
 		return g, rerr
 	}
@@ -287,7 +303,7 @@ type render func(chunk bool, texts []string, finish []*string, u *usage) respons
 // serveGeneration runs g through the engine and answers, streaming or
 // not. A client that goes away ends its choices (their blocks are freed
 // at the engine's next step).
-func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, endpoint string, g generation, mk render) {
+func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, g generation, mk render) {
 	ctx := r.Context()
 	reqs := make([]serving.LiveRequest, g.n)
 	seeds := make([]uint64, g.n)
@@ -304,16 +320,21 @@ func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 			if le.PromptTokens >= le.Limit { // the prompt alone is too long: no max_tokens would do
 				param = "prompt"
 			}
-			s.fail(w, endpoint, badRequest(param, "%v", err))
+			writeError(w, badRequest(param, "%v", err))
 		case ctx.Err() != nil:
 		default:
-			s.fail(w, endpoint, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})
+			writeError(w, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})
 		}
 		return
 	}
 	texts := make([]string, g.n)
 	finish := make([]*string, g.n)
-	counted := usage{PromptTokens: len(g.prompt) * g.n}
+	// The prompt counts once, however many choices share it, as vLLM
+	// (serving_completion.py request_output_to_completion_response and
+	// completion_stream_generator, serving_chat.py
+	// chat_completion_full_generator: len(prompt_token_ids) per prompt)
+	// and OpenAI count it.
+	counted := usage{PromptTokens: len(g.prompt)}
 	var sse *sseWriter
 	if g.stream {
 		sse = newSSEWriter(w)
@@ -338,11 +359,10 @@ func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	if err != nil {
 		s.engine.cancel(sub, finishAbort)
 		if !g.stream && ctx.Err() == nil {
-			s.fail(w, endpoint, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})
+			writeError(w, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})
 		}
 		return
 	}
-	s.metrics.requests.WithLabelValues(endpoint, "200").Inc()
 	if !g.stream {
 		writeJSON(w, http.StatusOK, mk(false, texts, finish, &counted))
 		return
@@ -426,8 +446,8 @@ func jsonKind(t reflect.Type) string {
 	}
 }
 
-// fail answers rerr as the OpenAI API's error body.
-func (s *server) fail(w http.ResponseWriter, endpoint string, rerr *requestError) {
+// writeError answers rerr as the OpenAI API's error body.
+func writeError(w http.ResponseWriter, rerr *requestError) {
 	body := apiError{Error: apiErrorBody{Message: rerr.msg, Type: "invalid_request_error"}}
 	if rerr.status >= 500 {
 		body.Error.Type = "server_error"
@@ -435,7 +455,6 @@ func (s *server) fail(w http.ResponseWriter, endpoint string, rerr *requestError
 	if rerr.param != "" {
 		body.Error.Param = &rerr.param
 	}
-	s.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(rerr.status)).Inc()
 	writeJSON(w, rerr.status, body)
 }
 

@@ -27,7 +27,8 @@ func TestCompletionStreamAndNot(t *testing.T) {
 	if a.Choices[0].Text == a.Choices[1].Text {
 		t.Fatalf("choices 0 and 1 are both %q", a.Choices[0].Text)
 	}
-	if u := a.Usage; u.PromptTokens != 3*len("The ledger says") || u.CompletionTokens != 36 || u.TotalTokens != u.PromptTokens+36 {
+	// The prompt counts once for the three choices that share it.
+	if u := a.Usage; u.PromptTokens != len("The ledger says") || u.CompletionTokens != 36 || u.TotalTokens != u.PromptTokens+36 {
 		t.Fatalf("usage %+v", u)
 	}
 	resp := ts.post(t, "/v1/completions", strings.Replace(body, `"seed"`, `"stream": true, "stream_options": {"include_usage": true}, "seed"`, 1))
@@ -47,7 +48,7 @@ func TestCompletionStreamAndNot(t *testing.T) {
 		}
 	}
 	last := chunks[len(chunks)-1]
-	if !done || finished != 3 || last.Usage == nil || last.Usage.CompletionTokens != 36 {
+	if !done || finished != 3 || last.Usage == nil || *last.Usage != *a.Usage {
 		t.Fatalf("stream: done %v, %d finished, last chunk %+v", done, finished, last)
 	}
 	for i := range texts {
@@ -162,6 +163,9 @@ func TestBadRequests(t *testing.T) {
 		{"bad role", "/v1/chat/completions", `{"messages": [{"role": "robot", "content": "a"}]}`, 400, "role"},
 		{"no messages", "/v1/chat/completions", `{"messages": []}`, 400, "at least one message"},
 		{"bad stop", "/v1/completions", `{"prompt": "a", "stop": 7}`, 400, "stop must be"},
+		{"an object after the body", "/v1/completions", `{"prompt":"x","max_tokens":3}{"junk":1}`, 400, "data after its JSON object"},
+		{"text after the body", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}]} and more`, 400, "data after its JSON object"},
+		{"white space past the size limit", "/v1/completions", `{"prompt": "a"}` + strings.Repeat(" ", 2<<20), 413, "larger than 1048576 bytes"},
 	} {
 		var got completion
 		if code := ts.postJSON(t, c.path, c.body, &got); code != c.status || got.Error == nil || !strings.Contains(got.Error.Message, c.says) {
@@ -187,6 +191,9 @@ func TestBadRequests(t *testing.T) {
 		{"stop a number", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "stop": 7}`, "stop", "stop must be"},
 		{"stop an array of numbers", "/v1/completions", `{"prompt": "a", "stop": [1, 2]}`, "stop", "stop must be"},
 		{"stream_options a string", "/v1/completions", `{"prompt": "a", "stream_options": "yes"}`, "stream_options", "stream_options must be an object"},
+		{"response_format a string", "/v1/completions", `{"prompt": "a", "response_format": "json"}`, "response_format", "response_format must be an object"},
+		{"chat logprobs a number", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "logprobs": 2}`, "logprobs", "logprobs must be true or false"},
+		{"best_of below n", "/v1/completions", `{"prompt": "a", "best_of": 1, "n": 2}`, "best_of", "best_of is 1: it must be at least n (2)"},
 	} {
 		var got completion
 		code := ts.postJSON(t, c.path, c.body, &got)
@@ -197,6 +204,19 @@ func TestBadRequests(t *testing.T) {
 	var ok completion
 	if code := ts.postJSON(t, "/v1/completions", `{"prompt": "still there?", "max_tokens": 2, "temperature": 0.7, "top_p": 0.9}`, &ok); code != 200 || ok.Usage.CompletionTokens != 2 {
 		t.Fatalf("after the bad requests: %d, %+v", code, ok)
+	}
+	// The unsupported fields at their "off" values ask for nothing, and the
+	// fields the server ignores stay ignored: served.
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"prompt": "a", "max_tokens": 2, "n": 2, "logprobs": null, "echo": false, "suffix": null, "best_of": 2,
+			"response_format": {"type": "text"}, "presence_penalty": 0.5, "frequency_penalty": 0.1, "logit_bias": {"5": 1}, "user": "u"}` + "\n\t "},
+		{"/v1/chat/completions", `{"messages": [{"role": "user", "content": "a"}], "max_tokens": 2, "logprobs": false, "top_logprobs": 0,
+			"tools": [], "tool_choice": "none", "functions": null, "function_call": "none", "response_format": {"type": "text"}, "user": "u"}`},
+	} {
+		var got completion
+		if code := ts.postJSON(t, c.path, c.body, &got); code != 200 || got.Usage == nil || got.Usage.CompletionTokens != 2*len(got.Choices) {
+			t.Errorf("%s %s: %d, %+v; want 200", c.path, c.body, code, got)
+		}
 	}
 	for _, path := range []string{"/healthz", "/readyz", "/debug/ledger", "/metrics", "/v1/models"} {
 		resp, err := http.Get(ts.url + path)
@@ -228,6 +248,85 @@ func TestTokenIDPrompt(t *testing.T) {
 		if code := ts.postJSON(t, "/v1/completions", fmt.Sprintf(`{"prompt": %s, "max_tokens": 8, "seed": 3}`, prompt), &got); code != 200 ||
 			got.Choices[0].Text != want.Choices[0].Text || got.Usage.PromptTokens != len(text) {
 			t.Fatalf("prompt %s: status %d, %+v; want %q from %d prompt tokens", prompt, code, got, want.Choices[0].Text, len(text))
+		}
+	}
+}
+
+// A field asking for what the server does not do is a 400 in OpenAI's
+// error shape, naming the field (param) and saying it is not supported.
+func TestUnsupportedFieldsRefused(t *testing.T) {
+	ts := startTestServer(t, 4000)
+	const chat = `"messages": [{"role": "user", "content": "a"}]`
+	for _, c := range []struct {
+		name, path, fields, param, says string
+	}{
+		{"completion logprobs", "/v1/completions", `"prompt": "a", "logprobs": 2`, "logprobs", "logprobs is not supported by this server"},
+		{"completion logprobs 0", "/v1/completions", `"prompt": "a", "logprobs": 0`, "logprobs", "logprobs is not supported by this server"},
+		{"chat logprobs", "/v1/chat/completions", chat + `, "logprobs": true, "top_logprobs": 3`, "logprobs", "logprobs is not supported by this server"},
+		{"chat top_logprobs", "/v1/chat/completions", chat + `, "top_logprobs": 2`, "top_logprobs", "top_logprobs is not supported by this server"},
+		{"echo", "/v1/completions", `"prompt": "a", "echo": true`, "echo", "echo is not supported by this server"},
+		{"suffix", "/v1/completions", `"prompt": "a", "suffix": " the end"`, "suffix", "suffix is not supported by this server"},
+		{"best_of above n", "/v1/completions", `"prompt": "a", "best_of": 3, "n": 2`, "best_of", "best_of above n (best_of 3, n 2) is not supported by this server"},
+		{"best_of above the default n", "/v1/completions", `"prompt": "a", "best_of": 2`, "best_of", "best_of above n (best_of 2, n 1) is not supported by this server"},
+		{"tools", "/v1/chat/completions", chat + `, "tools": [{"type": "function", "function": {"name": "f"}}]`, "tools", "tools is not supported by this server"},
+		{"tool_choice required", "/v1/chat/completions", chat + `, "tool_choice": "required"`, "tool_choice", `tool_choice "required" is not supported by this server`},
+		{"tool_choice a function", "/v1/chat/completions", chat + `, "tool_choice": {"type": "function", "function": {"name": "f"}}`, "tool_choice", "is not supported by this server"},
+		{"functions", "/v1/chat/completions", chat + `, "functions": [{"name": "f"}]`, "functions", "functions is not supported by this server"},
+		{"function_call", "/v1/chat/completions", chat + `, "function_call": "auto"`, "function_call", `function_call "auto" is not supported by this server`},
+		{"chat response_format json_object", "/v1/chat/completions", chat + `, "response_format": {"type": "json_object"}`, "response_format", `response_format of type "json_object" is not supported by this server`},
+		{"completion response_format json_schema", "/v1/completions", `"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}`, "response_format", `response_format of type "json_schema" is not supported by this server`},
+	} {
+		for _, stream := range []bool{false, true} {
+			resp := ts.post(t, c.path, fmt.Sprintf(`{%s, "max_tokens": 2, "stream": %v}`, c.fields, stream))
+			var got struct {
+				Error *struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Param   *string `json:"param"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+			}
+			err := json.NewDecoder(resp.Body).Decode(&got)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || got.Error == nil ||
+				got.Error.Type != "invalid_request_error" || got.Error.Param == nil || *got.Error.Param != c.param || !strings.Contains(got.Error.Message, c.says) {
+				t.Errorf("%s (stream %v): %d %s, %+v (%v); want 400 invalid_request_error, param %q, saying %q", c.name, stream, resp.StatusCode, resp.Header.Get("Content-Type"), got.Error, err, c.param, c.says)
+			}
+		}
+	}
+	if seqs, used := ts.kvClean(t); seqs != 0 || used != 0 {
+		t.Fatalf("after the refusals: %d sequences, %d blocks used", seqs, used)
+	}
+}
+
+// usage.prompt_tokens counts the prompt once per request, whatever n is,
+// streaming or not, on both endpoints, as OpenAI and vLLM count it.
+func TestUsageCountsThePromptOnce(t *testing.T) {
+	ts := startTestServer(t, 4000)
+	for _, c := range []struct{ path, request string }{
+		{"/v1/completions", `"prompt": "hello world", "max_tokens": 5`},
+		{"/v1/chat/completions", `"messages": [{"role": "user", "content": "hello world"}], "max_tokens": 5`},
+	} {
+		var one completion
+		if code := ts.postJSON(t, c.path, "{"+c.request+"}", &one); code != 200 || one.Usage == nil {
+			t.Fatalf("%s n 1: %d, %+v", c.path, code, one)
+		}
+		if c.path == "/v1/completions" && one.Usage.PromptTokens != len("hello world") {
+			t.Fatalf("completion of %q: prompt_tokens %d, want %d", "hello world", one.Usage.PromptTokens, len("hello world"))
+		}
+		var three completion
+		if code := ts.postJSON(t, c.path, "{"+c.request+`, "n": 3}`, &three); code != 200 || three.Usage == nil {
+			t.Fatalf("%s n 3: %d, %+v", c.path, code, three)
+		}
+		want := usage{PromptTokens: one.Usage.PromptTokens, CompletionTokens: 15, TotalTokens: one.Usage.PromptTokens + 15}
+		if *three.Usage != want {
+			t.Errorf("%s n 3: usage %+v, want %+v (the prompt once, 3 × 5 completion tokens)", c.path, *three.Usage, want)
+		}
+		resp := ts.post(t, c.path, "{"+c.request+`, "n": 3, "stream": true, "stream_options": {"include_usage": true}}`)
+		chunks, done := readStream(t, resp.Body)
+		resp.Body.Close()
+		if !done || len(chunks) == 0 || chunks[len(chunks)-1].Usage == nil || *chunks[len(chunks)-1].Usage != want {
+			t.Errorf("%s n 3 streamed: [DONE] %v, %d chunks, last %+v; want usage %+v", c.path, done, len(chunks), chunks[len(chunks)-1:], want)
 		}
 	}
 }

@@ -9,14 +9,23 @@ import (
 // The OpenAI API's request and response bodies, as much of them as the
 // server serves (https://platform.openai.com/docs/api-reference/completions,
 // .../chat). temperature and top_p are checked (type and range) and then
-// ignored: the stand-in model does not sample from logits. Other fields a
-// client may send (logprobs, …) are ignored.
+// ignored: the stand-in model does not sample from logits. The fields
+// below that ask for what the server does not do (logprobs, echo, suffix,
+// best_of above n, tools, a response_format other than text) are read
+// only to be refused (unsupported.go). Fields not named here
+// (presence_penalty, frequency_penalty, logit_bias, user, …) are ignored.
 
 // completionRequest is POST /v1/completions' body.
 type completionRequest struct {
 	Model     string          `json:"model"`
 	Prompt    json.RawMessage `json:"prompt"` // a string, an array of one string, or token ids (one array of integers)
 	MaxTokens *int            `json:"max_tokens"`
+	// Refused when set (unsupported.go): logprobs (an integer), echo true,
+	// a suffix, best_of other than n.
+	Logprobs *int    `json:"logprobs"`
+	Echo     bool    `json:"echo"`
+	Suffix   *string `json:"suffix"`
+	BestOf   *int    `json:"best_of"`
 	samplingFields
 }
 
@@ -26,6 +35,15 @@ type chatRequest struct {
 	Messages            []chatMessage `json:"messages"`
 	MaxTokens           *int          `json:"max_tokens"`
 	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	// Refused when set (unsupported.go): logprobs true, top_logprobs above
+	// 0, tools or functions (non-empty), a tool_choice or function_call
+	// other than "none".
+	Logprobs     bool            `json:"logprobs"`
+	TopLogprobs  *int            `json:"top_logprobs"`
+	Tools        json.RawMessage `json:"tools"`
+	ToolChoice   json.RawMessage `json:"tool_choice"`
+	Functions    json.RawMessage `json:"functions"`
+	FunctionCall json.RawMessage `json:"function_call"`
 	samplingFields
 }
 
@@ -40,6 +58,10 @@ type samplingFields struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// ResponseFormat is refused unless its type is "text" (unsupported.go).
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
 }
 
 // chatMessage is one message; Content is a string or an array of text

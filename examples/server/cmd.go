@@ -42,9 +42,10 @@ engine runs.
 
 SIGTERM or Ctrl-C shuts down gracefully: /readyz turns 503 and new
 completions get 503 while the listener stays open and the requests in
-flight run to their end, until --shutdown-timeout; then the listener
-closes, the streams still open are cut (finish_reason "abort"), and
-everything is released before exit 0.
+flight run to their end, until --shutdown-timeout or a second SIGTERM or
+Ctrl-C; then the listener closes, the streams still open are cut
+(finish_reason "abort"), and everything is released before exit 0. A
+third signal ends the process at once.
 
 Exit status: 0 after a shutdown; 1 when the model does not fit (the fit's
 explanation on stderr); 2 on an error.`
@@ -63,13 +64,16 @@ type command struct {
 	timeout    time.Duration
 	logLevel   string
 	logJSON    bool
+	// cut is closed at a second signal: the drain is cut short.
+	cut <-chan struct{}
 }
 
 // newCommand builds the command and its "load" subcommand (load.go);
-// ready, when not nil, is called with the listener's address once the
-// server serves (tests).
-func newCommand(stdout, stderr io.Writer, ready func(addr string)) *cobra.Command {
-	c := &command{}
+// cut, closed while the server drains, cuts the drain short (a second
+// signal; nil: never); ready, when not nil, is called with the listener's
+// address once the server serves (tests).
+func newCommand(stdout, stderr io.Writer, cut <-chan struct{}, ready func(addr string)) *cobra.Command {
+	c := &command{cut: cut}
 	cmd := &cobra.Command{
 		Use:           "server (--model DIR | --config FILE) [flags]",
 		Short:         "An OpenAI-compatible inference server on gpuarena",
@@ -96,13 +100,13 @@ func newCommand(stdout, stderr io.Writer, ready func(addr string)) *cobra.Comman
 	fs.StringVar(&c.kvDType, "kv-cache-dtype", string(arena.KVCacheAuto), "kv_cache_dtype: auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2")
 	fs.StringVar(&c.ssmDType, "mamba-ssm-cache-dtype", string(arena.SSMCacheAuto), "mamba_ssm_cache_dtype: auto, float32, float16, bfloat16")
 	fs.Float64Var(&c.st.utilization, "gpu-memory-utilization", arena.DefaultGPUMemoryUtilization, "fraction (0, 1] of the device's total memory this process may hold; memory others use counts against it")
-	fs.Int64Var(&c.st.kvBlocks, "kv-blocks", 0, "build this many paged KV blocks instead of all the fit leaves room for (0: all)")
+	fs.Int64Var(&c.st.kvBlocks, "kv-blocks", 0, "build this many paged KV blocks (at least 2: the pool keeps block 0 back) instead of all the fit leaves room for (0: all)")
 	fs.StringVar(&c.backend, "backend", gpuworker.KindHostSim, "backend: "+strings.Join(gpuworker.Backends(), ", ")+" (cuda needs a -tags cuda build)")
 	fs.StringVar(&c.device, "device", "h200", "hostsim: the simulated device, by name (h200, h100-80gb, rtx-4090, …)")
 	fs.IntVar(&c.ordinal, "device-ordinal", 0, "cuda: the device ordinal")
 	fs.StringVar(&c.st.name, "served-model-name", "", "the model's name in the API (default: the folder's or config's base name)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to listen on")
-	fs.DurationVar(&c.timeout, "shutdown-timeout", 30*time.Second, "how long a shutdown drains (/readyz 503, the requests in flight running to their end) before cutting the streams still open")
+	fs.DurationVar(&c.timeout, "shutdown-timeout", 30*time.Second, "how long a shutdown drains (/readyz 503, the requests in flight running to their end) before cutting the streams still open; a second signal cuts it at once")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&c.logJSON, "log-json", false, "log JSON lines instead of text")
 	cmd.AddCommand(newLoadCommand(c, stdout, stderr))
@@ -132,10 +136,10 @@ func (c *command) run(ctx context.Context, stderr io.Writer, changed func(string
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("server: shutting down", "timeout", c.timeout)
+		log.Info("server: shutting down; a second signal cuts the drain short", "timeout", c.timeout)
 	case serveErr = <-served:
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	sctx, cancel := c.drainContext()
 	defer cancel()
 	err = errors.Join(serveErr, s.shutdown(sctx))
 	if serveErr == nil {
@@ -145,6 +149,31 @@ func (c *command) run(ctx context.Context, stderr io.Writer, changed func(string
 		log.Info("server: stopped; everything released")
 	}
 	return err
+}
+
+// errSecondSignal is why a drain was cut short by a second signal.
+var errSecondSignal = errors.New("a second signal during the drain")
+
+// drainContext is the shutdown's context: it ends after --shutdown-timeout,
+// or at once when c.cut is closed (a second signal), its cause saying
+// which. cancel releases it and returns once nothing watches c.cut.
+func (c *command) drainContext() (ctx context.Context, cancel func()) {
+	signalled, cutShort := context.WithCancelCause(context.Background())
+	ctx, stop := context.WithTimeoutCause(signalled, c.timeout, fmt.Errorf("--shutdown-timeout %v passed", c.timeout))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-c.cut:
+			cutShort(errSecondSignal)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		stop()
+		<-done
+		cutShort(nil)
+	}
 }
 
 // prepare makes the logger the flags ask for and settles the flags.
@@ -174,6 +203,9 @@ func (c *command) settle(changed func(string) bool) error {
 	c.st.opts.MambaSSMCacheDType = arena.SSMCacheDType(c.ssmDType)
 	if c.timeout <= 0 {
 		return fmt.Errorf("--shutdown-timeout %v: must be positive", c.timeout)
+	}
+	if c.st.kvBlocks < 0 || c.st.kvBlocks == 1 {
+		return fmt.Errorf("--kv-blocks %d: must be 0 (all the fit allows) or at least 2 (the pool keeps block 0 back)", c.st.kvBlocks)
 	}
 	bc, err := c.backendConfig(changed)
 	if err != nil {

@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/gpuarena/gpuarena/arena"
+	"github.com/gpuarena/gpuarena/gpuworker"
 )
 
 // A model that does not fit is refused at start with the fit's
@@ -50,5 +55,39 @@ func TestCommandServesAndStops(t *testing.T) {
 		if code := execute(context.Background(), args, io.Discard, &stderr, nil); code != exitFailure {
 			t.Errorf("%v: exit %d, want %d; stderr:\n%s", args, code, exitFailure, stderr.String())
 		}
+	}
+}
+
+// Serving options under which the server could serve nothing are refused
+// at start-up with exit status 2 and a message saying what to change,
+// before the server listens: a negative --kv-blocks or 1 (the pool keeps
+// block 0 back), a max_seq_len below 2 (a prompt token and one
+// generated), a KV cache holding fewer than 2 tokens.
+func TestRefusesServingNothing(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--kv-blocks", "-5"}, "--kv-blocks -5: must be 0 (all the fit allows) or at least 2"},
+		{[]string{"--kv-blocks", "-1"}, "--kv-blocks -1: must be 0 (all the fit allows) or at least 2"},
+		{[]string{"--kv-blocks", "1"}, "--kv-blocks 1: must be 0 (all the fit allows) or at least 2"},
+		{[]string{"--max-seq-len", "1"}, "max_seq_len 1: a request needs at least 2 tokens (a prompt token and one generated), so the server could serve nothing: give --max-seq-len 2 or more"},
+		{[]string{"--max-model-len", "1"}, "give --max-seq-len 2 or more"},
+		{[]string{"--kv-block-size", "1", "--kv-blocks", "2"}, "2 KV blocks of 1 tokens hold 1 tokens (block 0 is the pool's null block): a request needs at least 2 tokens"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var stderr bytes.Buffer
+		served := false
+		args := append([]string{"--config", "../configs/qwen3-0.6b.json", "--listen", "127.0.0.1:0", "--log-level", "error"}, c.args...)
+		code := execute(ctx, args, io.Discard, &stderr, func(string) { served = true; cancel() })
+		cancel()
+		if code != exitFailure || served || !strings.Contains(stderr.String(), c.says) {
+			t.Errorf("%v: exit %d, served %v, stderr:\n%s\nwant exit %d before serving, saying %q", c.args, code, served, stderr.String(), exitFailure, c.says)
+		}
+	}
+	st := settings{config: "../configs/qwen3-0.6b.json", utilization: 0.9, opts: arena.Options{MaxSeqLen: 1},
+		backend: gpuworker.BackendConfig{Kind: gpuworker.KindHostSim, HostSim: gpuworker.HostSimConfig{Name: "hostsim H200", TotalBytes: gpuworker.H200Bytes}}}
+	if _, err := start(context.Background(), st, slog.New(slog.DiscardHandler)); !errors.Is(err, ErrRequestLimitTooSmall) {
+		t.Fatalf("start with max_seq_len 1: %v, want ErrRequestLimitTooSmall", err)
 	}
 }

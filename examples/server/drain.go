@@ -53,16 +53,24 @@ func (f *flight) drain() <-chan struct{} {
 	return idle
 }
 
-// generating wraps a generation endpoint: counted in flight, or refused
-// with 503 while the server drains.
+// generating wraps a generation endpoint: its body read up to
+// maxRequestBytes, the request counted in flight (or refused with 503
+// while the server drains) and, once answered, in
+// gpuarena_server_requests_total by the status it was sent — before it
+// leaves the flight, so a shutdown that waited for the flight finds every
+// request counted.
 func (s *server) generating(endpoint string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
+		sw := &statusWriter{ResponseWriter: w}
 		if !s.inflight.enter() {
 			w.Header().Set("Retry-After", "1")
-			s.fail(w, endpoint, &requestError{status: http.StatusServiceUnavailable, msg: "the server is shutting down: send the request to another replica"})
+			writeError(sw, &requestError{status: http.StatusServiceUnavailable, msg: "the server is shutting down: send the request to another replica"})
+			s.metrics.countRequest(endpoint, sw, r)
 			return
 		}
 		defer s.inflight.leave()
-		h(w, r)
+		defer s.metrics.countRequest(endpoint, sw, r)
+		h(sw, r)
 	}
 }

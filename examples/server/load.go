@@ -9,9 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/goleak"
 
 	"github.com/gpuarena/gpuarena/examples/server/loadgen"
@@ -22,13 +25,19 @@ concurrent streaming clients on POST /v1/completions, a seeded mix of
 prompt and output lengths with shared prefixes, --requests in all, cut
 after --duration. It reports requests/s, output tokens/s, time to first
 token and inter-token latency (p50, p99) and the preemptions the server
-counted.
+counted; --json prints the report as JSON (snake_case, units in the keys:
+ttft_p50_ms, itl_p99_us, output_tokens_per_s).
 
 Without --url it starts the server in this process with the serving flags
 (on --listen, default a free loopback port), runs the load, shuts the
 server down, and checks that the ledger was at 0 after the release and
-that no goroutine is left; a failed check is an error (exit 2). With
---url it drives that server and checks nothing after.
+that no goroutine is left. With --url it drives that server and checks
+nothing after.
+
+Exit status: 0 when every request completed or was cut by --duration
+(and, without --url, the checks after the shutdown pass); 2 when a
+request failed (how many of how many, and the first error, on stderr), a
+check failed, or a flag is wrong.
 
   server load --config examples/configs/qwen3-0.6b.json --clients 64 --requests 512`
 
@@ -44,15 +53,31 @@ type loadFlags struct {
 	jsonOut                bool
 }
 
-// loadOutcome is the --json output: the report and the checks after the
-// shutdown (absent with --url).
+// loadOutcome is the --json output: the report (absent when the load
+// generator could not start) and, without --url, the checks after the
+// shutdown.
 type loadOutcome struct {
-	Report *loadgen.Report `json:"report"`
-	// LedgerBytesAfterRelease is the ledger's bytes after the in-process
-	// server's release; GoroutinesLeft what goleak found after its
-	// shutdown ("" none).
-	LedgerBytesAfterRelease *int64  `json:"ledger_bytes_after_release,omitempty"`
-	GoroutinesLeft          *string `json:"goroutines_left,omitempty"`
+	Report        *loadgen.Report `json:"report,omitempty"`
+	AfterShutdown *shutdownCheck  `json:"after_shutdown,omitempty"`
+}
+
+// shutdownCheck is what "server load" finds after the in-process
+// server's shutdown.
+type shutdownCheck struct {
+	// LedgerBytesAfterRelease is the ledger's bytes after the release,
+	// in B (want 0).
+	LedgerBytesAfterRelease int64 `json:"ledger_bytes_after_release"`
+	// GoroutinesLeft is each goroutine left after the shutdown as goleak
+	// describes it, its stack included (want none: an empty list).
+	GoroutinesLeft []string `json:"goroutines_left"`
+}
+
+// err is nil when c found nothing left, else what it found.
+func (c *shutdownCheck) err() error {
+	if c.LedgerBytesAfterRelease == 0 && len(c.GoroutinesLeft) == 0 {
+		return nil
+	}
+	return fmt.Errorf("after the shutdown: %d B on the ledger, %d goroutines left; want 0 B and none", c.LedgerBytesAfterRelease, len(c.GoroutinesLeft))
 }
 
 // newLoadCommand builds "server load"; c holds the serving flags it
@@ -65,7 +90,7 @@ func newLoadCommand(c *command, stdout, stderr io.Writer) *cobra.Command {
 		Long:  loadLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.load(cmd.Context(), stdout, stderr, cmd.Flags().Changed, f)
+			return c.load(cmd.Context(), stdout, stderr, cmd.Flags(), f)
 		},
 	}
 	fs := cmd.Flags()
@@ -73,7 +98,7 @@ func newLoadCommand(c *command, stdout, stderr io.Writer) *cobra.Command {
 	fs.StringVar(&f.url, "url", "", "drive the server at this base URL instead of starting one")
 	fs.IntVar(&f.clients, "clients", 64, "concurrent clients, each one request at a time")
 	fs.IntVar(&f.requests, "requests", 512, "requests in all")
-	fs.DurationVar(&f.duration, "duration", 2*time.Minute, "cut the requests still in flight after this long")
+	fs.DurationVar(&f.duration, "duration", 2*time.Minute, "cut the requests still in flight after this long (cut requests are not failures)")
 	fs.Uint64Var(&f.seed, "seed", 1, "the workload's seed")
 	fs.IntSliceVar(&f.prompt, "prompt-tokens", d.PromptTokens[:], "prompt length range in tokens: min,max")
 	fs.IntSliceVar(&f.output, "output-tokens", d.OutputTokens[:], "max_tokens range: min,max")
@@ -84,69 +109,74 @@ func newLoadCommand(c *command, stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// config is the load generator's config of f.
-func (f *loadFlags) config(url string) (loadgen.Config, error) {
-	if len(f.prompt) != 2 || len(f.output) != 2 {
-		return loadgen.Config{}, fmt.Errorf("--prompt-tokens %v, --output-tokens %v: each wants min,max", f.prompt, f.output)
+// loadFlagOf is the flag of each loadgen.Config field a
+// loadgen.ConfigError names.
+var loadFlagOf = map[string]string{
+	"URL": "url", "Clients": "clients", "Requests": "requests", "Duration": "duration",
+	"Mix.PromptTokens": "prompt-tokens", "Mix.OutputTokens": "output-tokens",
+	"Mix.SharedPrefixes": "shared-prefixes", "Mix.PrefixTokens": "prefix-tokens", "Mix.SharedFraction": "shared-fraction",
+}
+
+// config is the load generator's config of f, checked. Without --url its
+// URL is a stand-in for the in-process server's. Errors: the flag that
+// is wrong, its value and what it must be ("--clients 0: must be at
+// least 1").
+func (f *loadFlags) config(fs *pflag.FlagSet) (loadgen.Config, error) {
+	flagValue := func(name string) string { return strings.Trim(fs.Lookup(name).Value.String(), "[]") }
+	for _, name := range []string{"prompt-tokens", "output-tokens"} {
+		if v, _ := fs.GetIntSlice(name); len(v) != 2 {
+			return loadgen.Config{}, fmt.Errorf("--%s %s: must be min,max", name, flagValue(name))
+		}
 	}
-	return loadgen.Config{URL: url, Clients: f.clients, Requests: f.requests, Duration: f.duration, Seed: f.seed,
+	cfg := loadgen.Config{URL: cmp.Or(f.url, "http://127.0.0.1:0"), Clients: f.clients, Requests: f.requests, Duration: f.duration, Seed: f.seed,
 		Mix: loadgen.Mix{PromptTokens: [2]int{f.prompt[0], f.prompt[1]}, OutputTokens: [2]int{f.output[0], f.output[1]},
-			SharedPrefixes: f.prefixes, PrefixTokens: f.prefixTokens, SharedFraction: f.sharedFraction}}, nil
+			SharedPrefixes: f.prefixes, PrefixTokens: f.prefixTokens, SharedFraction: f.sharedFraction}}
+	err := cfg.Validate()
+	if ce, ok := errors.AsType[*loadgen.ConfigError](err); ok && loadFlagOf[ce.Field] != "" {
+		name := loadFlagOf[ce.Field]
+		return loadgen.Config{}, fmt.Errorf("--%s %s: %s", name, flagValue(name), ce.Want)
+	}
+	return cfg, err
 }
 
 // load runs "server load": see loadLong.
-func (c *command) load(ctx context.Context, stdout, stderr io.Writer, changed func(string) bool, f *loadFlags) error {
+func (c *command) load(ctx context.Context, stdout, stderr io.Writer, fs *pflag.FlagSet, f *loadFlags) error {
+	cfg, err := f.config(fs)
+	if err != nil {
+		return err
+	}
 	if f.url != "" {
-		cfg, err := f.config(f.url)
-		if err != nil {
-			return err
-		}
 		rep, err := loadgen.Run(ctx, cfg)
-		if rep != nil { // what the clients saw, also when the server went away before the end
-			err = errors.Join(writeLoad(stdout, f.jsonOut, loadOutcome{Report: rep}), err)
+		if rep != nil { // what the clients saw, also when requests failed or the server went away
+			err = errors.Join(err, writeLoad(stdout, f.jsonOut, loadOutcome{Report: rep}))
 		}
 		return err
 	}
-	log, err := c.prepare(stderr, changed)
+	log, err := c.prepare(stderr, fs.Changed)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stderr, "load: no --url: starting a server in this process with the serving flags (give --url to drive a running one)")
 	before := goleak.IgnoreCurrent()
 	addr := "127.0.0.1:0"
-	if changed("listen") {
+	if fs.Changed("listen") {
 		addr = c.listen
 	}
-	out, err := runLoad(ctx, c.st, log, addr, f, c.timeout)
-	if err != nil {
+	out, err := runLoad(ctx, c.st, log, addr, cfg, c.timeout)
+	if out.AfterShutdown == nil { // the server did not start
 		return err
 	}
-	left := ""
-	if err := goleak.Find(before); err != nil {
-		left = err.Error()
-	}
-	out.GoroutinesLeft = &left
-	if err := writeLoad(stdout, f.jsonOut, out); err != nil {
-		return err
-	}
-	if left != "" || *out.LedgerBytesAfterRelease != 0 {
-		return fmt.Errorf("after the shutdown: %d B on the ledger; goroutines left: %q", *out.LedgerBytesAfterRelease, left)
-	}
-	return nil
+	out.AfterShutdown.GoroutinesLeft = goroutinesLeft(before)
+	return errors.Join(err, out.AfterShutdown.err(), writeLoad(stdout, f.jsonOut, out))
 }
 
-// runLoad starts the server of st on addr, runs f's load against it and
-// shuts it down within timeout, returning the report and the ledger's
-// bytes after the release. Errors: a bad load config (before anything
-// starts), start's, the load's (after the shutdown), the shutdown's.
-func runLoad(ctx context.Context, st settings, log *slog.Logger, addr string, f *loadFlags, timeout time.Duration) (loadOutcome, error) {
-	cfg, err := f.config("http://" + addr)
-	if err == nil {
-		err = cfg.Validate()
-	}
-	if err != nil {
-		return loadOutcome{}, err
-	}
+// runLoad starts the server of st on addr, runs cfg's load against it
+// and shuts it down within timeout. The outcome has the report when the
+// load ran, and the ledger's bytes after the release
+// (AfterShutdown.LedgerBytesAfterRelease) when the server started.
+// Errors: the listener's, start's, the load's (a *loadgen
+// .RequestsFailedError when requests failed), the shutdown's.
+func runLoad(ctx context.Context, st settings, log *slog.Logger, addr string, cfg loadgen.Config, timeout time.Duration) (loadOutcome, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return loadOutcome{}, fmt.Errorf("--listen: %w", err)
@@ -163,8 +193,36 @@ func runLoad(ctx context.Context, st settings, log *slog.Logger, addr string, f 
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err = errors.Join(err, s.shutdown(sctx), <-served)
-	bytes := s.released.CurrentBytes
-	return loadOutcome{Report: rep, LedgerBytesAfterRelease: &bytes}, err
+	return loadOutcome{Report: rep, AfterShutdown: &shutdownCheck{LedgerBytesAfterRelease: s.released.CurrentBytes}}, err
+}
+
+// goroutineHeader begins each goroutine in goleak.Find's error.
+var goroutineHeader = regexp.MustCompile(`Goroutine \d+ in state `)
+
+// goroutinesLeft is each goroutine goleak.Find finds past those before
+// ignores, as goleak describes it ("Goroutine 12 in state chan receive,
+// with main.f on top of the stack:" and the stack), or an empty list. An
+// error whose goroutines it cannot split is one entry, whole.
+func goroutinesLeft(before goleak.Option) []string {
+	err := goleak.Find(before)
+	if err == nil {
+		return []string{}
+	}
+	msg := err.Error()
+	at := goroutineHeader.FindAllStringIndex(msg, -1)
+	if len(at) == 0 {
+		return []string{msg}
+	}
+	left := make([]string, len(at))
+	for i, m := range at {
+		end := len(msg)
+		if i+1 < len(at) {
+			end = at[i+1][0]
+		}
+		left[i] = strings.TrimSpace(msg[m[0]:end])
+	}
+	left[len(left)-1] = strings.TrimSpace(strings.TrimSuffix(left[len(left)-1], "]")) // goleak lists them as a slice: [a b]
+	return left
 }
 
 // writeLoad writes the outcome as text or JSON.
@@ -174,9 +232,18 @@ func writeLoad(w io.Writer, jsonOut bool, out loadOutcome) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	out.Report.Write(w)
-	if out.LedgerBytesAfterRelease != nil {
-		fmt.Fprintf(w, "after the shutdown: ledger %d B, goroutines left: %s\n", *out.LedgerBytesAfterRelease, cmp.Or(*out.GoroutinesLeft, "none"))
+	if out.Report != nil {
+		out.Report.Write(w)
+	}
+	if c := out.AfterShutdown; c != nil {
+		left := "none"
+		if n := len(c.GoroutinesLeft); n > 0 {
+			left = fmt.Sprintf("%d:", n)
+		}
+		fmt.Fprintf(w, "after the shutdown: ledger %d B, goroutines left: %s\n", c.LedgerBytesAfterRelease, left)
+		for _, g := range c.GoroutinesLeft {
+			fmt.Fprintf(w, "%s\n", g)
+		}
 	}
 	return nil
 }

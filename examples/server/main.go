@@ -11,24 +11,30 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"syscall"
 )
 
 // main runs the server until SIGTERM or Ctrl-C, then shuts it down
-// gracefully; see serverLong for the exit statuses.
+// gracefully; a second signal cuts the drain short (signals.go). See
+// serverLong for the exit statuses.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
+	ctx, cut, stop := shutdownSignals(os.Interrupt, syscall.SIGTERM)
+	code := executeCut(ctx, cut, os.Args[1:], os.Stdout, os.Stderr, nil)
 	stop()
 	os.Exit(code)
 }
 
-// execute runs the command with args and returns the exit status; the
-// error, if any, is printed once on stderr; "load" writes its report on
-// stdout.
+// execute is executeCut without a second signal.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(addr string)) int {
-	cmd := newCommand(stdout, stderr, ready)
+	return executeCut(ctx, nil, args, stdout, stderr, ready)
+}
+
+// executeCut runs the command with args and returns the exit status; the
+// error, if any, is printed once on stderr; "load" writes its report on
+// stdout. The server shuts down when ctx ends; cut, closed while it
+// drains, cuts the drain short (nil: never).
+func executeCut(ctx context.Context, cut <-chan struct{}, args []string, stdout, stderr io.Writer, ready func(addr string)) int {
+	cmd := newCommand(stdout, stderr, cut, ready)
 	cmd.SetArgs(args)
 	cmd.SetOut(stderr)
 	cmd.SetErr(stderr)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,11 +50,57 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		preemptions: prometheus.NewCounter(prometheus.CounterOpts{Name: "gpuarena_server_preemptions_total",
 			Help: "Running sequences preempted (freed, to be computed again) for lack of KV blocks."}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gpuarena_server_requests_total",
-			Help: "API requests answered, by endpoint and HTTP status."}, []string{"endpoint", "code"}),
+			Help: "Generation requests answered, by endpoint and the HTTP status sent (a stream its client cut: 200; a client gone before any answer: 499)."}, []string{"endpoint", "code"}),
 	}
 	reg.MustRegister(m.ttft, m.itl, m.overhead, m.queue, m.running, m.kvBlocks, m.prefixRate, m.preemptions, m.requests)
 	m.kvUsed, m.kvCached, m.kvFree = m.kvBlocks.WithLabelValues("used"), m.kvBlocks.WithLabelValues("cached"), m.kvBlocks.WithLabelValues("free")
 	return m
+}
+
+// statusClientClosed is the code counted for a request whose client went
+// away before anything was sent (nginx's 499, "client closed request");
+// it is never sent.
+const statusClientClosed = 499
+
+// statusWriter is a ResponseWriter that keeps the status it sent.
+type statusWriter struct {
+	http.ResponseWriter
+	status int // 0 until the header is written
+}
+
+// WriteHeader sends the header with code and keeps code.
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= http.StatusOK {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write sends b (after a 200 header when none was sent).
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap is the ResponseWriter it wraps (http.ResponseController's
+// Flush goes through it).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// countRequest counts an answered request of endpoint by the status w
+// sent: a stream's 200 also when its client cut it; statusClientClosed
+// when nothing was sent because r's client went away (otherwise net/http
+// sends 200 for a handler that wrote nothing).
+func (m *serverMetrics) countRequest(endpoint string, w *statusWriter, r *http.Request) {
+	code := w.status
+	if code == 0 {
+		code = http.StatusOK
+		if r.Context().Err() != nil {
+			code = statusClientClosed
+		}
+	}
+	m.requests.WithLabelValues(endpoint, strconv.Itoa(code)).Inc()
 }
 
 // observeStep records a scheduled step.

@@ -76,9 +76,10 @@ func (s *server) serve(ln net.Listener) error {
 // shutdown stops the server gracefully. First it drains, the listener
 // still open: /readyz turns 503 (a load balancer sees the server leave),
 // new generation requests get 503, and those in flight run to their end
-// until ctx's deadline. Then the listener closes; past the deadline the
-// streams still open are cut (each choice ends with finish_reason "abort"
-// and the stream with [DONE]). Then the engine stops, and the manager
+// until ctx ends (its deadline, or earlier: the command cancels it at a
+// second signal, its cause saying why). Then the listener closes; once ctx
+// has ended the streams still open are cut (each choice ends with
+// finish_reason "abort" and the stream with [DONE]). Then the engine stops, and the manager
 // releases everything and closes. It returns the first error of those
 // steps.
 func (s *server) shutdown(ctx context.Context) error {
@@ -91,7 +92,7 @@ func (s *server) shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 		if err := s.http.Shutdown(ctx); err != nil {
-			s.log.Warn("server: requests still running at the shutdown deadline; cutting them", "err", err)
+			s.log.Warn("server: requests still running at the end of the drain; cutting them", "why", context.Cause(ctx))
 			s.engine.close() // every live choice ends with "abort"
 			// The cut handlers end at once; connections accepted but
 			// without a request yet (which Shutdown waits 5 s for) are

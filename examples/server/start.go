@@ -33,6 +33,15 @@ type settings struct {
 	name        string // the served model's name; "" is the folder's or config's base name
 }
 
+// minRequestTokens is the shortest request: one prompt token and one
+// generated.
+const minRequestTokens = 2
+
+// ErrRequestLimitTooSmall is start's refusal of serving options under
+// which no request could be served: max_seq_len, or the tokens the KV
+// cache holds, below minRequestTokens (a prompt token and one generated).
+var ErrRequestLimitTooSmall = errors.New("a request needs at least 2 tokens (a prompt token and one generated), so the server could serve nothing")
+
 // NotFitError is start's refusal: the model does not fit the device.
 // Report is the fit; Error explains it.
 type NotFitError struct {
@@ -46,7 +55,10 @@ func (e *NotFitError) Error() string { return explainFit(e.Report) }
 // the preflight (refused with a *NotFitError when the model does not
 // fit), the weights (with --model, their progress logged every 10%), the
 // arena, the KV cache the fit leaves room for, the kernels, and the
-// engine (not yet running). On an error everything allocated is released.
+// engine (not yet running). Options under which no request could be
+// served are refused with ErrRequestLimitTooSmall: a max_seq_len below 2
+// before anything is allocated, a KV cache holding fewer than 2 tokens
+// before it is built. On an error everything allocated is released.
 func start(ctx context.Context, st settings, log *slog.Logger) (*server, error) {
 	if st.config == "" {
 		st.config = st.model
@@ -61,6 +73,9 @@ func start(ctx context.Context, st settings, log *slog.Logger) (*server, error) 
 	plan, err := arena.PlanFor(cfg, st.opts)
 	if err != nil {
 		return nil, err
+	}
+	if n := plan.Options.MaxSeqLen; n < minRequestTokens {
+		return nil, fmt.Errorf("max_seq_len %d: %w: give --max-seq-len %d or more (0: min(max_position_embeddings, %d))", n, ErrRequestLimitTooSmall, minRequestTokens, arena.DefaultMaxSeqLenCap)
 	}
 	if cfg.VocabSize < wordBase+int64(len(words)) {
 		return nil, fmt.Errorf("vocab_size %d: the stand-in tokenizer needs at least %d ids", cfg.VocabSize, wordBase+len(words))
@@ -104,6 +119,10 @@ func build(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.Mod
 	spec, err := arena.NewKVCacheSpec(cfg, fit, req)
 	if err != nil {
 		return nil, fmt.Errorf("--kv-blocks: %w", err)
+	}
+	if held := requestLimit(int(plan.Options.MaxSeqLen), spec); held < minRequestTokens {
+		return nil, fmt.Errorf("%d KV blocks of %d tokens hold %d tokens (block 0 is the pool's null block): %w: give --kv-blocks %d or more",
+			spec.Counts.Blocks, spec.BlockTokens, held, ErrRequestLimitTooSmall, 1+(minRequestTokens+spec.BlockTokens-1)/spec.BlockTokens)
 	}
 	if _, err := m.BuildKVCache(ctx, spec); err != nil {
 		return nil, err

@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// Report is what a load run measured.
+// Report is what a load run measured. Its JSON form (report_json.go) is
+// snake_case with the units in the keys.
 type Report struct {
-	// Clients and Sent are the config's; Completed the requests whose
+	// Clients and Requests are the config's; Completed the requests whose
 	// stream reached [DONE], Failed those that did not before the run's
-	// end (Errors keeps the first few), Cut those the run's Duration cut.
-	Clients, Sent, Completed, Failed, Cut int
-	Errors                                []string
+	// end (Errors keeps the first few, in the order they came), Cut those
+	// the run's Duration or context cut.
+	Clients, Requests, Completed, Failed, Cut int
+	Errors                                    []string
 	// Elapsed is the run's wall time.
 	Elapsed time.Duration
 	// OutputTokens is the completed requests' completion_tokens.
@@ -38,13 +40,13 @@ type Percentiles struct {
 // maxErrors is how many errors a Report keeps.
 const maxErrors = 5
 
-// add counts one result; cut says the run's deadline had passed.
-func (r *Report) add(res result, cut bool) {
+// add counts one result.
+func (r *Report) add(res result) {
 	switch {
 	case res.err == nil:
 		r.Completed++
 		r.OutputTokens += res.tokens
-	case cut:
+	case res.cut:
 		r.Cut++
 	default:
 		r.Failed++
@@ -52,6 +54,26 @@ func (r *Report) add(res result, cut bool) {
 			r.Errors = append(r.Errors, res.err.Error())
 		}
 	}
+}
+
+// RequestsFailedError is Run's error when requests failed: Failed of
+// the Sent requests (those completed, failed or cut) and the first
+// failure's error. Requests the run's Duration cut are not failures.
+type RequestsFailedError struct {
+	Failed, Sent int
+	First        string
+}
+
+func (e *RequestsFailedError) Error() string {
+	return fmt.Sprintf("loadgen: %d of %d requests failed; the first: %s", e.Failed, e.Sent, e.First)
+}
+
+// failure is r's *RequestsFailedError, or nil when no request failed.
+func (r *Report) failure() error {
+	if r.Failed == 0 {
+		return nil
+	}
+	return &RequestsFailedError{Failed: r.Failed, Sent: r.Completed + r.Failed + r.Cut, First: r.Errors[0]}
 }
 
 // finish computes the rates and percentiles.
@@ -75,7 +97,7 @@ func percentiles(d []time.Duration) Percentiles {
 
 // Write writes r as a few readable lines.
 func (r *Report) Write(w io.Writer) {
-	fmt.Fprintf(w, "clients %d, requests %d: %d completed, %d failed, %d cut in %v\n", r.Clients, r.Sent, r.Completed, r.Failed, r.Cut, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "clients %d, requests %d: %d completed, %d failed, %d cut in %v\n", r.Clients, r.Requests, r.Completed, r.Failed, r.Cut, r.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "throughput %.1f requests/s, %.0f output tokens/s (%d tokens)\n", r.RequestsPerSecond, r.OutputTokensPerSecond, r.OutputTokens)
 	fmt.Fprintf(w, "time to first token p50 %v, p99 %v (%d)\n", r.TTFT.P50.Round(time.Microsecond), r.TTFT.P99.Round(time.Microsecond), r.TTFT.Samples)
 	fmt.Fprintf(w, "inter-token latency p50 %v, p99 %v (%d)\n", r.ITL.P50.Round(time.Microsecond), r.ITL.P99.Round(time.Microsecond), r.ITL.Samples)

@@ -14,45 +14,14 @@ import (
 	"time"
 )
 
-// Config is one load run.
-type Config struct {
-	// URL is the server's base URL (http://127.0.0.1:8080).
-	URL string
-	// Model is the model named in each request ("" asks GET /v1/models).
-	Model string
-	// Clients is how many clients send at once, each one request at a
-	// time; Requests how many requests in all (≥ Clients is useful).
-	Clients, Requests int
-	// Duration bounds the run: at its end the requests in flight are cut
-	// (counted in Report.Cut) and Run returns.
-	Duration time.Duration
-	// Seed seeds the workload (the same seed, the same requests).
-	Seed uint64
-	Mix  Mix
-	// Client sends the requests (nil: a client of its own, whose idle
-	// connections Run closes).
-	Client *http.Client
-}
-
-// ErrConfig is wrapped by Run's error for a Config it cannot run.
-var ErrConfig = errors.New("loadgen: bad config")
-
-// Validate checks cfg. Errors: ErrConfig, saying which field is wrong.
-func (cfg Config) Validate() error {
-	if cfg.Clients < 1 || cfg.Requests < 1 || cfg.Duration <= 0 || cfg.URL == "" {
-		return fmt.Errorf("%w: url %q, %d clients, %d requests, duration %v: want a URL and each ≥ 1", ErrConfig, cfg.URL, cfg.Clients, cfg.Requests, cfg.Duration)
-	}
-	if err := cfg.Mix.validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	return nil
-}
-
 // Run sends cfg's workload and returns what the clients saw. A request
 // that fails (a status other than 200, a stream that ends without
-// [DONE]) is counted in Report.Failed with its first errors kept; the
-// run goes on. Errors: Validate's, a failure to read the model's name or
-// /metrics, ctx's.
+// [DONE]) is counted in Report.Failed with its first errors kept and the
+// run goes on; one that Duration or ctx cuts is counted in Report.Cut.
+// Errors, without a report: Validate's, a failure to read the model's
+// name or /metrics before the run. With the report: a
+// *RequestsFailedError when any request failed, joined with ctx's or a
+// failure to read /metrics after the run.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -85,7 +54,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for range min(cfg.Clients, cfg.Requests) {
 		wg.Go(func() {
 			for r := range jobs {
-				results <- stream(rctx, hc, base, model, r)
+				res := stream(rctx, hc, base, model, r)
+				res.cut = res.err != nil && rctx.Err() != nil
+				results <- res
 			}
 		})
 	}
@@ -104,24 +75,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var rep Report
 	var ttft, itl []time.Duration
 	for res := range results {
-		rep.add(res, rctx.Err() != nil)
+		rep.add(res)
 		if res.err == nil {
 			ttft = append(ttft, res.ttft)
 			itl = append(itl, res.itl...)
 		}
 	}
 	rep.Elapsed = time.Since(start)
-	rep.Clients, rep.Sent = cfg.Clients, cfg.Requests
+	rep.Clients, rep.Requests = cfg.Clients, cfg.Requests
 	rep.finish(ttft, itl)
-	if err := ctx.Err(); err != nil {
-		return &rep, err
+	err = ctx.Err()
+	if err == nil {
+		var after float64
+		if after, err = preemptions(ctx, hc, base); err == nil {
+			rep.Preemptions = int64(after - before)
+		}
 	}
-	after, err := preemptions(ctx, hc, base)
-	if err != nil {
-		return &rep, err
-	}
-	rep.Preemptions = int64(after - before)
-	return &rep, nil
+	return &rep, errors.Join(rep.failure(), err)
 }
 
 // result is one request as its client saw it.
@@ -130,6 +100,7 @@ type result struct {
 	ttft   time.Duration
 	itl    []time.Duration
 	err    error
+	cut    bool // err came after the run's Duration or ctx ended
 }
 
 // stream sends r as a streaming completion and reads it to [DONE],

@@ -33,26 +33,38 @@ type request struct {
 	maxTokens int
 }
 
-// validate checks m's ranges. Errors: which range is wrong and why.
+// validate checks m's ranges; the prefixes' only while SharedFraction is
+// above 0 (the workload draws none otherwise). Errors: a *ConfigError
+// naming the first field that is wrong.
 func (m Mix) validate() error {
+	bad := func(field string, value any, want string) error {
+		return &ConfigError{Field: "Mix." + field, Value: value, Want: want}
+	}
 	switch {
 	case m.PromptTokens[0] < 1 || m.PromptTokens[1] < m.PromptTokens[0]:
-		return fmt.Errorf("loadgen: prompt tokens [%d, %d]: want 1 ≤ min ≤ max", m.PromptTokens[0], m.PromptTokens[1])
+		return bad("PromptTokens", m.PromptTokens, "must be min,max with 1 ≤ min ≤ max")
 	case m.OutputTokens[0] < 1 || m.OutputTokens[1] < m.OutputTokens[0]:
-		return fmt.Errorf("loadgen: output tokens [%d, %d]: want 1 ≤ min ≤ max", m.OutputTokens[0], m.OutputTokens[1])
-	case m.SharedFraction < 0 || m.SharedFraction > 1:
-		return fmt.Errorf("loadgen: shared fraction %g: want [0, 1]", m.SharedFraction)
-	case m.SharedFraction > 0 && (m.SharedPrefixes < 1 || m.PrefixTokens < 1 || m.PrefixTokens > m.PromptTokens[0]):
-		return fmt.Errorf("loadgen: %d shared prefixes of %d tokens: want ≥ 1 of 1 to %d tokens (the shortest prompt)", m.SharedPrefixes, m.PrefixTokens, m.PromptTokens[0])
+		return bad("OutputTokens", m.OutputTokens, "must be min,max with 1 ≤ min ≤ max")
+	case !(m.SharedFraction >= 0 && m.SharedFraction <= 1): // NaN too
+		return bad("SharedFraction", m.SharedFraction, "must be in [0, 1]")
+	case m.SharedFraction == 0:
+		return nil
+	case m.SharedPrefixes < 1:
+		return bad("SharedPrefixes", m.SharedPrefixes, "must be at least 1 while a shared fraction is above 0")
+	case m.PrefixTokens < 1 || m.PrefixTokens > m.PromptTokens[0]:
+		return bad("PrefixTokens", m.PrefixTokens, fmt.Sprintf("must be 1 to %d, the shortest prompt, while a shared fraction is above 0", m.PromptTokens[0]))
 	}
 	return nil
 }
 
-// workload draws n requests of mix m from a PCG seeded with seed: the
-// same seed gives the same requests.
+// workload draws n requests of mix m (valid: validate) from a PCG seeded
+// with seed: the same seed gives the same requests.
 func workload(m Mix, n int, seed uint64) []request {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	prefixes := make([]string, m.SharedPrefixes)
+	var prefixes []string
+	if m.SharedFraction > 0 {
+		prefixes = make([]string, m.SharedPrefixes)
+	}
 	for i := range prefixes {
 		prefixes[i] = text(rng, m.PrefixTokens)
 	}

@@ -358,8 +358,17 @@ func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, g gener
 	counted.TotalTokens = counted.PromptTokens + counted.CompletionTokens
 	if err != nil {
 		s.engine.cancel(sub, finishAbort)
-		if !g.stream && ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil: // the client is gone
+		case !g.stream:
 			writeError(w, &requestError{status: http.StatusServiceUnavailable, msg: err.Error()})
+		case errors.Is(err, errChoiceFailed):
+			// The stream's 200 is sent: end it as vLLM does
+			// (serving_completion.py completion_stream_generator), with
+			// an error event, then [DONE].
+			if sse.send(apiError{Error: apiErrorBody{Message: err.Error(), Type: "server_error"}}) == nil {
+				sse.done()
+			}
 		}
 		return
 	}
@@ -374,6 +383,10 @@ func (s *server) serveGeneration(w http.ResponseWriter, r *http.Request, g gener
 	}
 	sse.done()
 }
+
+// errChoiceFailed is collect's error for a choice the engine ended with an
+// error (a failed step, a KV cache too small).
+var errChoiceFailed = errors.New("server: generation failed")
 
 // collect reads sub's events until every choice ended, calling emit with
 // each piece of text a choice may send and, at its end, its finish
@@ -401,7 +414,7 @@ func (s *server) collect(ctx context.Context, sub *submission, g generation, u *
 			ended[c] = true
 			left--
 			if ev.err != nil {
-				return ev.err
+				return fmt.Errorf("%w: %w", errChoiceFailed, ev.err)
 			}
 			if err := emit(c, matchers[c].flush(), ev.finish); err != nil {
 				return err

@@ -81,7 +81,8 @@ var (
 	// ErrDuplicateSequence: an admission or a fork's child names a sequence
 	// the pool already holds.
 	ErrDuplicateSequence = errors.New("kvcache: sequence already exists")
-	// ErrNoTokens: an admission or an append without tokens.
+	// ErrNoTokens: an admission without tokens, or an append with
+	// neither tokens nor pending tokens.
 	ErrNoTokens = errors.New("kvcache: request has no tokens")
 	// ErrNegativePending: an append with Pending below 0.
 	ErrNegativePending = errors.New("kvcache: append with a negative pending token count")

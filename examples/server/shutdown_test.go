@@ -28,6 +28,11 @@ func TestShutdownUnderLoad(t *testing.T) {
 	var started sync.WaitGroup
 	started.Add(64) // max_batch_size: the first 64 streams run at once
 	var first atomic.Int32
+	began := func() { // a client's stream started, or it was refused
+		if first.Add(1) <= 64 {
+			started.Done()
+		}
+	}
 	var complete, cut, refused, unavailable atomic.Int32
 	var wg sync.WaitGroup
 	for i := range clients {
@@ -42,36 +47,18 @@ func TestShutdownUnderLoad(t *testing.T) {
 			resp, err := http.Post(ts.url+"/v1/completions", "application/json", strings.NewReader(body))
 			if err != nil {
 				refused.Add(1)
-				if first.Add(1) <= 64 {
-					started.Done()
-				}
+				began()
 				return
 			}
 			defer resp.Body.Close()
 			if resp.StatusCode == http.StatusServiceUnavailable {
 				refused.Add(1)
 				unavailable.Add(1)
-				if first.Add(1) <= 64 {
-					started.Done()
-				}
+				began()
 				return
 			}
-			chunks, done := readStreamNotify(t, resp, func() {
-				if first.Add(1) <= 64 {
-					started.Done()
-				}
-			})
-			n, reason := 0, ""
-			for _, c := range chunks {
-				for _, ch := range c.Choices {
-					if ch.Text != "" {
-						n++
-					}
-					if ch.FinishReason != nil {
-						reason = *ch.FinishReason
-					}
-				}
-			}
+			chunks, done := readStreamNotify(t, resp, began)
+			n, reason := streamed(chunks, 0)
 			switch {
 			case done && reason == finishLength && n == tokens:
 				complete.Add(1)

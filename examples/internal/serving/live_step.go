@@ -81,7 +81,7 @@ func (s *Live) Schedule(ctx context.Context, kv KV, tables *Tables) (Batch, erro
 	if tables != nil {
 		st.Tables = s.tableRequest(tables, plan, true)
 	}
-	res, err := s.stats.apply(ctx, kv, st, s.stats.Steps)
+	res, err := s.stats.apply(ctx, kv, st)
 	if err != nil {
 		return b, err
 	}
@@ -147,7 +147,7 @@ func (s *Live) Schedule(ctx context.Context, kv KV, tables *Tables) (Batch, erro
 	if tables != nil {
 		retryTables = func() *kvcache.TableRequest { return s.tableRequest(tables, plan, false) }
 	}
-	if res, err = s.stats.preempt(ctx, kv, s.stats.Steps, st.Append, sc.refused, res, victim, retryTables); err != nil {
+	if res, err = s.stats.preempt(ctx, kv, st.Append, sc.refused, res, victim, retryTables); err != nil {
 		return b, err
 	}
 	if tables != nil && res.TablesErr != nil {

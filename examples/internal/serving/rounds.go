@@ -8,16 +8,15 @@ import (
 	"github.com/gpuarena/gpuarena/kvcache"
 )
 
-// The KV round trips both schedulers (Scheduler, Live) make, and the
-// counts they keep of them.
+// The KV round trips Live makes (Scheduler's go through it), and the
+// counts it keeps of them.
 
-// apply sends one kvcache.Step and counts the round trip; step numbers
-// the error.
-func (st *Stats) apply(ctx context.Context, kv KV, s kvcache.Step, step int) (kvcache.StepResult, error) {
+// apply sends one kvcache.Step of step st.Steps and counts the round trip.
+func (st *Stats) apply(ctx context.Context, kv KV, s kvcache.Step) (kvcache.StepResult, error) {
 	st.RoundTrips++
 	res, err := kv.KVStep(ctx, s)
 	if err != nil {
-		return res, fmt.Errorf("step %d: %w", step, err)
+		return res, fmt.Errorf("step %d: %w", st.Steps, err)
 	}
 	return res, nil
 }
@@ -42,7 +41,7 @@ func (st *Stats) note(counts []kvcache.GroupCounts) {
 // tables as that round leaves them, the victims left out). It returns the
 // last round's result. Errors: kv's, or a refusal other than an append's
 // exhaustion (a scheduler bug).
-func (st *Stats) preempt(ctx context.Context, kv KV, step int, appends []kvcache.Append, refused map[kvcache.SeqID]bool, res kvcache.StepResult, victim func() kvcache.SeqID, tables func() *kvcache.TableRequest) (kvcache.StepResult, error) {
+func (st *Stats) preempt(ctx context.Context, kv KV, appends []kvcache.Append, refused map[kvcache.SeqID]bool, res kvcache.StepResult, victim func() kvcache.SeqID, tables func() *kvcache.TableRequest) (kvcache.StepResult, error) {
 	for len(refused) > 0 {
 		id := victim()
 		delete(refused, id)
@@ -57,13 +56,13 @@ func (st *Stats) preempt(ctx context.Context, kv KV, step int, appends []kvcache
 			retry.Tables = tables()
 		}
 		var err error
-		if res, err = st.apply(ctx, kv, retry, step); err != nil {
+		if res, err = st.apply(ctx, kv, retry); err != nil {
 			return res, err
 		}
 		clear(refused)
 		for _, e := range res.Errors {
 			if !errors.Is(e.Err, kvcache.ErrExhausted) || e.Op != kvcache.OpAppend {
-				return res, fmt.Errorf("step %d: preemption round: %s %d refused: %w", step, e.Op, e.Index, e.Err)
+				return res, fmt.Errorf("step %d: preemption round: %s %d refused: %w", st.Steps, e.Op, e.Index, e.Err)
 			}
 			refused[retry.Append[e.Index].Seq] = true
 		}

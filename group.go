@@ -30,7 +30,7 @@ type Group struct {
 	step chan struct{}
 	// arenaRetired is set once a group build was rolled back or the group
 	// released: the rolled-back ranks refuse builds (ErrReleased), so the
-	// group refuses them on every rank.
+	// group refuses them on every rank, until Reset clears it.
 	arenaRetired atomic.Bool
 
 	closing   chan struct{} // closed when Close starts: queued steps get ErrClosed

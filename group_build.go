@@ -18,12 +18,11 @@ import (
 // holds arena bytes, and the error names every failed rank (*RankError,
 // joined in rank order; an *gpuworker.OutOfMemoryError inside names the
 // buffer). The group's arena is then retired like a released one: later
-// builds get ErrReleased on every rank; close the group and open another
-// to build again.
+// builds get ErrReleased on every rank until Reset.
 //
 // Errors, with nothing built on any rank: ErrInvalidValue for a plan count
 // other than Ranks or a nil plan (naming the rank); ErrReleased after a
-// rollback or Release; and each rank's BuildArena errors in *RankErrors.
+// rollback or Release, until Reset; and each rank's BuildArena errors in *RankErrors.
 func (g *Group) BuildArenas(ctx context.Context, plans []*arena.Plan) ([]*device.Arena, error) {
 	if len(plans) != len(g.ranks) {
 		return nil, fmt.Errorf("group build arena: %w: %d plans for %d ranks; pass one plan per rank", ErrInvalidValue, len(plans), len(g.ranks))
@@ -34,7 +33,7 @@ func (g *Group) BuildArenas(ctx context.Context, plans []*arena.Plan) ([]*device
 		}
 	}
 	if g.arenaRetired.Load() {
-		return nil, fmt.Errorf("group build arena: %w: the group's arenas were released or a build was rolled back; open a new group", ErrReleased)
+		return nil, fmt.Errorf("group build arena: %w: the group's arenas were released or a build was rolled back; call Reset to build again", ErrReleased)
 	}
 	arenas := make([]*device.Arena, len(g.ranks))
 	err := g.each("build arena", func(r int, m *Manager) error {

@@ -3,6 +3,7 @@ package gpuarena_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpuarena/gpuarena"
@@ -26,8 +27,8 @@ func TestGroupResetAfterRelease(t *testing.T) {
 	if _, err := g.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.BuildArenas(ctx, plans(3)); !errors.Is(err, gpuarena.ErrReleased) {
-		t.Fatalf("build after release: %v, want ErrReleased", err)
+	if _, err := g.BuildArenas(ctx, plans(3)); !errors.Is(err, gpuarena.ErrReleased) || !strings.Contains(err.Error(), "call Reset") {
+		t.Fatalf("build after release: %v, want ErrReleased naming Reset", err)
 	}
 	if err := g.Reset(ctx); err != nil {
 		t.Fatalf("Reset after release: %v", err)

@@ -60,15 +60,11 @@ func TestQuietWithoutALogger(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mc, err := gpuworker.ParseMachine("2xh200")
+	mach, err := gpuworker.NewHostSimMachine(machine(2, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	machine, err := gpuworker.NewHostSimMachine(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(machine.Factories()...))
+	g, err := gpuarena.NewGroup(gpuarena.WithDeviceFactories(mach.Factories()...))
 	if err != nil {
 		t.Fatal(err)
 	}

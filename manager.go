@@ -201,7 +201,7 @@ func (m *Manager) Stats(ctx context.Context) (device.Stats, error) { return m.wo
 // by owner. It is exhaustive (it walks the buffer table, then every owner
 // in the ledger), idempotent (a second call frees
 // nothing twice), and it keeps going after an error, returning the first.
-// Later forward steps, carves and builds get ErrReleased; Alloc,
+// Later forward steps, carves and builds get ErrReleased, until Reset; Alloc,
 // LoadWeights and BuildKVCache still work, and Close frees what they make.
 // Before any arena was built it frees the other owners, reports
 // them, and returns ErrNoArena; the manager can still build one. ctx bounds

@@ -3,6 +3,7 @@ package gpuarena_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gpuarena/gpuarena"
@@ -36,8 +37,8 @@ func TestResetAfterRelease(t *testing.T) {
 	if _, err := m.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.BuildArena(ctx, plan); !errors.Is(err, gpuarena.ErrReleased) {
-		t.Fatalf("build after release: %v, want ErrReleased", err)
+	if _, err := m.BuildArena(ctx, plan); !errors.Is(err, gpuarena.ErrReleased) || !strings.Contains(err.Error(), "Reset") {
+		t.Fatalf("build after release: %v, want ErrReleased naming Reset", err)
 	}
 	if err := m.Reset(ctx); err != nil {
 		t.Fatalf("Reset after release: %v", err)

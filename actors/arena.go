@@ -156,7 +156,7 @@ func (s *arenaSupervisor) register(c actor.Context, a *device.Arena) {
 func (s *arenaSupervisor) build(c actor.Context, m *messages.BuildArena) (*device.Arena, error) {
 	switch {
 	case s.retired:
-		return nil, fmt.Errorf("build arena: %w", ErrReleased)
+		return nil, fmt.Errorf("build arena: %w; reset after the release (Manager.Reset) to build again", ErrReleased)
 	case s.arena != nil:
 		return nil, fmt.Errorf("build arena: %w (%s, %s)", ErrArenaBuilt, s.arena.Plan.ModelType, arena.HumanBytes(s.arena.Plan.BufferBytes))
 	}

@@ -80,7 +80,7 @@ func (q *QueuedStep) Wait() (time.Duration, error) {
 			case r = <-q.reply:
 				err = nil
 			case <-q.s.worker.Gone():
-				err = q.s.workerGone(fmt.Errorf("forward: %w", gpuworker.ErrClosed))
+				err = q.s.worker.Closed(fmt.Errorf("forward: %w", gpuworker.ErrClosed))
 			}
 		}
 		q.d, q.err = r.Duration, err

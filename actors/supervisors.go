@@ -123,20 +123,12 @@ func (s *Supervisors) closed(wait *child, err error) error {
 	}
 	select {
 	case <-s.worker.Gone():
-		return s.workerGone(err)
+		return s.worker.Closed(err)
 	case <-s.closing:
 		return err
 	default:
 		return fmt.Errorf("%s supervisor: %w", s.stopped(wait).name, ErrSupervisorStopped)
 	}
-}
-
-// workerGone is err (ErrClosed) with the worker's fatal error, if it has one.
-func (s *Supervisors) workerGone(err error) error {
-	if fatal := s.worker.Err(); fatal != nil && !errors.Is(err, fatal) {
-		return fmt.Errorf("%w: %w", err, fatal)
-	}
-	return err
 }
 
 // stopped is the supervisor whose stop closed wait's gone channel: wait

@@ -48,9 +48,9 @@ var benchModel = flag.String("gpuarena.model", "", "a model folder (config.json 
 //     default load's staging, DefaultLoadReaders + 2 buffers of
 //     DefaultLoadChunkBytes, page-locked on one thread (RegisterStaging:
 //     register-ms) and released (UnregisterStaging: unregister-ms; munmap:
-//     unmap-ms). Cold, as the loader made it before its readers touched
-//     the pages: each buffer its own mmap (huge pages asked for),
-//     registered untouched, so the driver faults its pages in. Prefault,
+//     unmap-ms). Cold: each buffer its own mmap (huge pages asked for),
+//     registered untouched, so the driver faults its pages in on the
+//     registering thread. Prefault,
 //     as the loader makes it: one mapping (mapStaging) whose buffers N
 //     goroutines touch in parallel (touchPages: prefault-ms) before they
 //     are registered; with huge pages asked for (the loader's) or refused.

@@ -47,11 +47,8 @@ type stagingSet struct {
 	bufs []*stagingBuffer
 }
 
-// stagingStride is where the buffers of bytes each start in their mapping,
-// one after the other: bytes rounded up to a multiple of page, so that no
-// two buffers share a page, which the driver locks whole (two
-// registrations sharing one would overlap). page must be > 0.
-func stagingStride(bytes, page int64) int64 { return (bytes + page - 1) / page * page }
+// roundUp is n rounded up to a multiple of m (> 0).
+func roundUp[T int64 | uintptr](n, m T) T { return (n + m - 1) / m * m }
 
 // newStagingSet maps count staging buffers of bytes each (mapStaging: no
 // page backed yet, huge pages asked for). Errors: ErrInvalidValue for a
@@ -60,7 +57,9 @@ func newStagingSet(count int, bytes int64) (*stagingSet, error) {
 	if count <= 0 || bytes <= 0 {
 		return nil, fmt.Errorf("staging buffers: %w: %d of %d B; both must be > 0", ErrInvalidValue, count, bytes)
 	}
-	stride := stagingStride(bytes, int64(os.Getpagesize()))
+	// Each buffer starts on a page of its own: the driver locks pages
+	// whole, and two registrations sharing one would overlap.
+	stride := roundUp(bytes, int64(os.Getpagesize()))
 	mem, err := mapStaging(int64(count) * stride)
 	if err != nil {
 		return nil, fmt.Errorf("staging buffers (%d of %d B): %w", count, bytes, err)

@@ -7,8 +7,9 @@ import (
 	"unsafe"
 )
 
-// The stride rounds a buffer up to whole pages and no further.
-func TestStagingStride(t *testing.T) {
+// A staging buffer's stride is its size rounded up to whole pages and no
+// further.
+func TestRoundUp(t *testing.T) {
 	for _, tc := range []struct{ bytes, page, want int64 }{
 		{1, 4096, 4096},
 		{700, 4096, 4096},
@@ -18,8 +19,8 @@ func TestStagingStride(t *testing.T) {
 		{4<<20 + 1, 65536, 4<<20 + 65536},
 		{MaxLoadChunkBytes, 4096, MaxLoadChunkBytes},
 	} {
-		if got := stagingStride(tc.bytes, tc.page); got != tc.want {
-			t.Errorf("stagingStride(%d, %d) = %d, want %d", tc.bytes, tc.page, got, tc.want)
+		if got := roundUp(tc.bytes, tc.page); got != tc.want {
+			t.Errorf("roundUp(%d, %d) = %d, want %d", tc.bytes, tc.page, got, tc.want)
 		}
 	}
 }
@@ -52,7 +53,7 @@ func TestNewStagingSet(t *testing.T) {
 			case b.touched || b.asked || b.pinned:
 				t.Fatalf("%d × %d B: buffer %d new, yet touched %v, asked %v, pinned %v", tc.count, tc.bytes, i+1, b.touched, b.asked, b.pinned)
 			}
-			prevEnd = roundUpPage(at+uintptr(tc.bytes), page)
+			prevEnd = roundUp(at+uintptr(tc.bytes), page)
 		}
 		if err := unmapStaging(s.mem); err != nil {
 			t.Fatal(err)
@@ -67,6 +68,3 @@ func TestNewStagingSet(t *testing.T) {
 		}
 	}
 }
-
-// roundUpPage is n rounded up to a multiple of page.
-func roundUpPage(n, page uintptr) uintptr { return (n + page - 1) / page * page }

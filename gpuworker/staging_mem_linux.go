@@ -45,6 +45,3 @@ func unmapStaging(mem []byte) error {
 	}
 	return nil
 }
-
-// roundUp is n rounded up to a multiple of m.
-func roundUp(n, m uintptr) uintptr { return (n + m - 1) / m * m }

@@ -72,11 +72,12 @@ func TestChunkReaderGathers(t *testing.T) {
 		if len(segs) != len(tensors) {
 			t.Errorf("chunk %d: %d copies for %d tensors", k, len(segs), len(tensors))
 		}
+		before := len(got)
 		for _, s := range segs {
 			got = append(got, s.Src...)
 		}
-		if int64(len(got)) != min(int64(k+1)*chunk, total) || n != int64(len(buf[:n])) {
-			t.Fatalf("chunk %d: %d B so far", k, len(got))
+		if int64(len(got)) != min(int64(k+1)*chunk, total) || n != int64(len(got)-before) {
+			t.Fatalf("chunk %d: %d B so far, %d B in its copies, segments says %d", k, len(got), len(got)-before, n)
 		}
 	}
 	if r.scratch == nil || !bytes.Equal(got, want) {

@@ -357,10 +357,7 @@ func (w *Worker) QueueForward(ctx context.Context, step func(device.Device) erro
 	}
 	select {
 	case <-w.closing:
-		if fatal := w.Err(); fatal != nil {
-			return fmt.Errorf("%w: %w", ErrClosed, fatal)
-		}
-		return ErrClosed
+		return w.Closed(ErrClosed)
 	default:
 	}
 	w.system.Root.Send(w.pid, &messages.Forward{Ctx: ctx, Step: step, Reply: reply})

@@ -38,18 +38,26 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 	select {
 	case <-w.closing:
 		var zero R
-		return zero, ErrClosed
+		return zero, w.Closed(ErrClosed)
 	default:
 	}
 	r, err := sendAndWait(ctx, w.status.gone, func() (R, bool) {
 		return pinned.SendAndPoll(w.dispatcher, func() { w.system.Root.Send(w.pid, msg) }, reply, ctxDone(ctx), w.status.gone, busy)
 	}, reply)
 	if errors.Is(err, ErrClosed) {
-		if fatal := w.Err(); fatal != nil {
-			err = fmt.Errorf("%w: %w", ErrClosed, fatal)
-		}
+		err = w.Closed(err)
 	}
 	return r, err
+}
+
+// Closed is err, an ErrClosed of a request to this worker, with the
+// worker's fatal error (Err) when it has one, so that the caller learns
+// why it stopped.
+func (w *Worker) Closed(err error) error {
+	if fatal := w.Err(); fatal != nil && !errors.Is(err, fatal) {
+		return fmt.Errorf("%w: %w", err, fatal)
+	}
+	return err
 }
 
 // CheckCaller returns ErrReentrant when called on the GPU thread, from inside

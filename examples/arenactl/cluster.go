@@ -112,7 +112,7 @@ func (c *clusterCmd) run(ctx context.Context, w io.Writer, needs string, op func
 		return err
 	}
 	if strings.Contains(needs, "key") && c.key == "" {
-		return errors.New("--key: the reservation's key is required")
+		return errors.New("--key: the reservation's or deployment's key is required")
 	}
 	if strings.Contains(needs, "bytes") && c.bytes <= 0 {
 		return errors.New("--bytes: the bytes to reserve are required (> 0)")

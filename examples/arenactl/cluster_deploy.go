@@ -74,18 +74,7 @@ func (c *clusterCmd) buildRequest(fs *pflag.FlagSet) (*nodepb.BuildRequest, erro
 	if len(d.devices) == 0 {
 		return nil, errors.New("--devices: the node's devices, one per tensor-parallel rank, are required")
 	}
-	if _, _, err := d.fit.plan.plan(fs.Changed); err != nil {
-		return nil, err
-	}
-	fo, err := d.fit.options(fs.Changed)
-	if err != nil {
-		return nil, err
-	}
-	data, err := readConfigJSON(d.fit.plan.config)
-	if err != nil {
-		return nil, err
-	}
-	model, err := node.PlaceRequestFor(data, d.fit.plan.opts, fo, d.layout)
+	_, model, err := d.fit.placeRequest(fs.Changed, d.layout)
 	if err != nil {
 		return nil, err
 	}

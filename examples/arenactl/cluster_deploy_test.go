@@ -16,14 +16,33 @@ import (
 	"github.com/gpuarena/gpuarena/internal/testkit"
 )
 
+// TestClusterBuildRequestCarriesTheFlags: "cluster build"'s flags, the
+// serving and budget options as "place" takes them, reach the
+// BuildRequest's model (node.PlaceRequestFor), the CUDA-graph rule
+// included.
+func TestClusterBuildRequestCarriesTheFlags(t *testing.T) {
+	c := &clusterCmd{app: &app{logger: testkit.Discard}, key: "k", ttl: time.Minute}
+	build := newClusterBuildCmd(c)
+	if err := build.ParseFlags([]string{"--config", configPath("llama-3.1-8b"), "--tensor-parallel-size", "2", "--devices", "0,1",
+		"--max-seq-len", "4096", "--kv-cache-dtype", "fp8", "--cuda-graphs", "estimated", "--gpu-memory-utilization", "0.8"}); err != nil {
+		t.Fatal(err)
+	}
+	req, err := c.buildRequest(build.Flags())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := req.GetModel()
+	if req.GetKey() != "k" || req.GetTtlMs() != 60_000 || len(req.GetDevices()) != 2 || m.GetTensorParallelSize() != 2 ||
+		m.GetMaxSeqLen() != 4096 || m.GetKvCacheDtype() != "fp8" || m.GetCudaGraphs() != "estimated" || m.GetGpuMemoryUtilization() != 0.8 {
+		t.Fatalf("build's request %v: want key k for 60 s on 2 devices, TP2, max_seq_len 4096, kv_cache_dtype fp8, cuda_graphs estimated, utilization 0.8", req)
+	}
+}
+
 // TestClusterDeployCommandsOnANode runs cluster build, load, meminfo,
 // renew and release against a node in the test process: a tiny Llama
 // with TP2 on its two devices, built from the flags as "cluster build"
 // parses them.
 func TestClusterDeployCommandsOnANode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a node (protoactor-go sleeps 3 s in start and stop)")
-	}
 	n, client := startLocalNode(t)
 	addr := n.Self().Address
 	ctx := context.Background()

@@ -25,9 +25,8 @@ var localPlaceFlags = []string{"devices"}
 // runCluster asks the node at --cluster where the model fits on the
 // cluster and writes the placements; a negative answer (exit status 1)
 // when none does. The config and every option are checked here first
-// (arena.LoadConfig, the plan and the fit options), so a bad flag is
-// named before anything is sent; the request carries them all
-// (node.PlaceRequestFor).
+// (placeRequest), so a bad flag is named before anything is sent; the
+// request carries them all.
 func (c *placeCmd) runCluster(ctx context.Context, w io.Writer, fs *pflag.FlagSet) error {
 	var refused []string
 	fs.Visit(func(f *pflag.Flag) {
@@ -44,19 +43,7 @@ func (c *placeCmd) runCluster(ctx context.Context, w io.Writer, fs *pflag.FlagSe
 	if err := c.cluster.check(); err != nil {
 		return err
 	}
-	cfg, _, err := c.fit.plan.plan(fs.Changed)
-	if err != nil {
-		return err
-	}
-	fo, err := c.fit.options(fs.Changed)
-	if err != nil {
-		return err
-	}
-	data, err := readConfigJSON(c.fit.plan.config)
-	if err != nil {
-		return err
-	}
-	req, err := node.PlaceRequestFor(data, c.fit.plan.opts, fo, node.PlaceOptions{})
+	cfg, req, err := c.fit.placeRequest(fs.Changed, node.PlaceOptions{})
 	if err != nil {
 		return err
 	}
@@ -66,6 +53,30 @@ func (c *placeCmd) runCluster(ctx context.Context, w io.Writer, fs *pflag.FlagSe
 	}
 	defer closeClient()
 	return c.placeOnCluster(ctx, client, w, cfg.ModelType, req)
+}
+
+// placeRequest checks the config and every option of the flags (the plan,
+// the fit options) and returns the model's config and the PlaceRequest
+// that carries them with po's sizes (node.PlaceRequestFor); changed
+// reports whether a flag was given.
+func (c *fitCmd) placeRequest(changed func(string) bool, po node.PlaceOptions) (*arena.ModelConfig, *nodepb.PlaceRequest, error) {
+	cfg, _, err := c.plan.plan(changed)
+	if err != nil {
+		return nil, nil, err
+	}
+	fo, err := c.options(changed)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := readConfigJSON(c.plan.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := node.PlaceRequestFor(data, c.plan.opts, fo, po)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, req, nil
 }
 
 // clusterPlaceJSON is "place --cluster --json": the node whose placement

@@ -86,9 +86,13 @@ func TestClusterTimeoutSaysWhatTLSNeeds(t *testing.T) {
 // startLocalNode starts a node of two simulated H100s alone in a static
 // cluster on a loopback port, closed when the test ends, and returns it
 // with a client sending from its own actor system (one remote in the test
-// process: remote.Start sets gRPC's process-wide logger).
+// process: remote.Start sets gRPC's process-wide logger). It skips the
+// test under -short.
 func startLocalNode(t *testing.T) (*node.Node, *node.Client) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a node (protoactor-go sleeps 3 s in start and stop)")
+	}
 	group := simgroup.Open(t, simgroup.Machine(t, "2xh100-80gb"))
 	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", Provider: node.Static(time.Second, time.Second), Devices: group,
 		GossipInterval: 50 * time.Millisecond, Logger: testkit.Discard})
@@ -102,9 +106,6 @@ func startLocalNode(t *testing.T) (*node.Node, *node.Client) {
 // TestClusterCommandsOnANode runs the cluster subcommands' and place
 // --cluster's work against a node in the test process.
 func TestClusterCommandsOnANode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a node (protoactor-go sleeps 3 s in start and stop)")
-	}
 	n, client := startLocalNode(t)
 	addr := n.Self().Address
 	ctx := context.Background()

@@ -110,47 +110,48 @@ const (
 
 // nodeSetup is what the flags resolve to, before anything starts.
 type nodeSetup struct {
-	host           string
 	membershipPort int
 	provider       node.Provider
 	creds          *node.Credentials
 	factories      []gpuworker.BackendFactory
 }
 
-// setup checks the flags and resolves the listen host, the membership port
-// and the devices' backends.
+// setup checks the flags and resolves the membership provider and port,
+// the TLS credentials and the devices' backends.
 func (c *nodeCmd) setup() (nodeSetup, error) {
 	host, p, err := net.SplitHostPort(c.listen)
 	port, perr := strconv.Atoi(p)
 	if err != nil || perr != nil || host == "" || port < 1 || port > 65535 {
 		return nodeSetup{}, fmt.Errorf("--listen %q: want host:port, e.g. 127.0.0.1:7700", c.listen)
 	}
-	s := nodeSetup{host: host, membershipPort: c.membershipPort}
-	if s.membershipPort == 0 {
-		s.membershipPort = port + 1
-	}
-	if s.membershipPort < 1 || s.membershipPort > 65535 || s.membershipPort == port {
-		return nodeSetup{}, fmt.Errorf("--membership-port %d: want 1 to 65535, not the --listen port", s.membershipPort)
-	}
-	for _, seed := range c.seeds {
-		if _, sp, err := net.SplitHostPort(seed); err != nil || sp == "" {
-			return nodeSetup{}, fmt.Errorf("--seeds %q: want host:port of each node's membership endpoint", seed)
-		}
-	}
-	if c.refresh <= 0 || c.inventoryPeriod <= 0 || c.probeTimeout <= 0 {
-		return nodeSetup{}, errors.New("--membership-refresh, --inventory-period and --probe-timeout must be > 0")
-	}
+	var s nodeSetup
+	seeds := "each node's membership endpoint"
 	switch c.provider {
 	case providerAutomanaged:
+		s.membershipPort = c.membershipPort
+		if s.membershipPort == 0 {
+			s.membershipPort = port + 1
+		}
+		if s.membershipPort < 1 || s.membershipPort > 65535 || s.membershipPort == port {
+			return nodeSetup{}, fmt.Errorf("--membership-port %d: want 1 to 65535, not the --listen port", s.membershipPort)
+		}
 		s.provider = node.Automanaged(host, s.membershipPort, c.refresh, c.seeds...)
 	case providerStatic:
 		if c.membershipPort != 0 {
 			return nodeSetup{}, errors.New("--membership-port: the static provider serves no membership endpoint; leave it out")
 		}
-		s.membershipPort = 0
+		seeds = "each node's --listen address"
 		s.provider = node.Static(c.refresh, c.probeTimeout, c.seeds...)
 	default:
 		return nodeSetup{}, fmt.Errorf("--provider %q: want %s or %s", c.provider, providerAutomanaged, providerStatic)
+	}
+	for _, seed := range c.seeds {
+		if _, sp, err := net.SplitHostPort(seed); err != nil || sp == "" {
+			return nodeSetup{}, fmt.Errorf("--seeds %q: want host:port of %s", seed, seeds)
+		}
+	}
+	if c.refresh <= 0 || c.inventoryPeriod <= 0 || c.probeTimeout <= 0 {
+		return nodeSetup{}, errors.New("--membership-refresh, --inventory-period and --probe-timeout must be > 0")
 	}
 	if s.creds, err = c.tls.credentials(); err != nil {
 		return nodeSetup{}, err

@@ -142,8 +142,8 @@ func BenchmarkPlaceLocal(b *testing.B) {
 // BenchmarkReserveDuringPlacement is BenchmarkReserveLocal while another
 // goroutine places DeepSeek-V3 over 32 simulated members back to back
 // through the same gateway: the reserves' latency beside placements that
-// take about a second each (before the placement grain, a reserve waited
-// behind the placement in the gateway's mailbox).
+// take about a second each, which run in placement calls outside the
+// gateway's mailbox.
 func BenchmarkReserveDuringPlacement(b *testing.B) {
 	client, address := spawnLocalGateway(b, "1xh100-80gb", simulatedMembers(b, 32))
 	stop := make(chan struct{})

@@ -18,16 +18,19 @@ var (
 	// released, or its lease lapsed).
 	ErrNotFound = errors.New("no reservation or deployment with that key")
 	// ErrKeyConflict: the key names a reservation made with other
-	// arguments (another device, size or label).
+	// arguments (another device, size or label), a deployment built with
+	// other arguments or loaded from another folder, or, for a build, a
+	// reservation (and for a reserve, a deployment).
 	ErrKeyConflict = errors.New("key already used (by a reservation or a deployment) with other arguments")
 	// ErrUnknownMessage: a message type the gateway does not take.
 	ErrUnknownMessage = errors.New("message type not taken by the node gateway")
 	// ErrBusy: the node is answering as many requests of the kind as it
 	// takes at once (MaxPlacementCalls); ask again later.
 	ErrBusy = errors.New("node busy")
-	// ErrDeviceInUse: a build named a device that holds a reservation or
-	// a deployment, or held a deployment since released (gpuarena retires
-	// a device's arena at Manager.Release; the node's restart frees it).
+	// ErrDeviceInUse: a build named a device that holds anything (a
+	// reservation, a deployment, other owners' bytes, or a deployment
+	// whose release failed part-way, until it is released again), or a
+	// reserve named a deployment's device.
 	ErrDeviceInUse = errors.New("device in use")
 	// ErrInternal: a failure without a code of its own.
 	ErrInternal = errors.New("node internal error")
@@ -38,7 +41,7 @@ var (
 // budget had left. errors.Is matches the sentinel of its code:
 // gpuarena.ErrOutOfMemory, gpuarena.ErrInvalidValue, gpuarena.ErrClosed,
 // ErrUnknownDevice, ErrNotFound, ErrKeyConflict, ErrUnknownMessage,
-// ErrBusy or ErrInternal.
+// ErrBusy, ErrDeviceInUse or ErrInternal.
 type RemoteError struct {
 	// Address is the node that answered ("host:port").
 	Address string
@@ -59,51 +62,46 @@ func (e *RemoteError) Error() string {
 // Unwrap returns the sentinel of the code.
 func (e *RemoteError) Unwrap() error { return codeSentinel(e.Code) }
 
-// codeSentinel is the Go error a code stands for.
+// codeSentinels are the codes with a Go error of their own, in the order
+// wireError tries them: gpuarena.ErrInvalidValue last, since a refusal of
+// another kind may wrap it too.
+var codeSentinels = []struct {
+	code nodepb.ErrorCode
+	err  error
+}{
+	{nodepb.ErrorCode_ERROR_CODE_OUT_OF_MEMORY, gpuarena.ErrOutOfMemory},
+	{nodepb.ErrorCode_ERROR_CODE_UNKNOWN_DEVICE, ErrUnknownDevice},
+	{nodepb.ErrorCode_ERROR_CODE_NOT_FOUND, ErrNotFound},
+	{nodepb.ErrorCode_ERROR_CODE_KEY_CONFLICT, ErrKeyConflict},
+	{nodepb.ErrorCode_ERROR_CODE_CLOSED, gpuarena.ErrClosed},
+	{nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, ErrUnknownMessage},
+	{nodepb.ErrorCode_ERROR_CODE_BUSY, ErrBusy},
+	{nodepb.ErrorCode_ERROR_CODE_DEVICE_IN_USE, ErrDeviceInUse},
+	{nodepb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, gpuarena.ErrInvalidValue},
+}
+
+// codeSentinel is the Go error a code stands for: ErrInternal for a code
+// without one of its own.
 func codeSentinel(c nodepb.ErrorCode) error {
-	switch c {
-	case nodepb.ErrorCode_ERROR_CODE_OUT_OF_MEMORY:
-		return gpuarena.ErrOutOfMemory
-	case nodepb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT:
-		return gpuarena.ErrInvalidValue
-	case nodepb.ErrorCode_ERROR_CODE_UNKNOWN_DEVICE:
-		return ErrUnknownDevice
-	case nodepb.ErrorCode_ERROR_CODE_NOT_FOUND:
-		return ErrNotFound
-	case nodepb.ErrorCode_ERROR_CODE_KEY_CONFLICT:
-		return ErrKeyConflict
-	case nodepb.ErrorCode_ERROR_CODE_CLOSED:
-		return gpuarena.ErrClosed
-	case nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:
-		return ErrUnknownMessage
-	case nodepb.ErrorCode_ERROR_CODE_BUSY:
-		return ErrBusy
-	case nodepb.ErrorCode_ERROR_CODE_DEVICE_IN_USE:
-		return ErrDeviceInUse
+	for _, cs := range codeSentinels {
+		if cs.code == c {
+			return cs.err
+		}
 	}
 	return ErrInternal
 }
 
 // wireError is err as the gateway answers it: the code of the first
-// sentinel err matches, its message, and an out-of-memory error's bytes.
+// sentinel of codeSentinels err matches (ERROR_CODE_INTERNAL for none),
+// its message, and an out-of-memory error's bytes.
 func wireError(err error) *nodepb.Error {
 	if err == nil {
 		return nil
 	}
 	w := &nodepb.Error{Code: nodepb.ErrorCode_ERROR_CODE_INTERNAL, Message: err.Error()}
-	for _, c := range []nodepb.ErrorCode{
-		nodepb.ErrorCode_ERROR_CODE_OUT_OF_MEMORY,
-		nodepb.ErrorCode_ERROR_CODE_UNKNOWN_DEVICE,
-		nodepb.ErrorCode_ERROR_CODE_NOT_FOUND,
-		nodepb.ErrorCode_ERROR_CODE_KEY_CONFLICT,
-		nodepb.ErrorCode_ERROR_CODE_CLOSED,
-		nodepb.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
-		nodepb.ErrorCode_ERROR_CODE_BUSY,
-		nodepb.ErrorCode_ERROR_CODE_DEVICE_IN_USE,
-		nodepb.ErrorCode_ERROR_CODE_INVALID_ARGUMENT,
-	} {
-		if errors.Is(err, codeSentinel(c)) {
-			w.Code = c
+	for _, cs := range codeSentinels {
+		if errors.Is(err, cs.err) {
+			w.Code = cs.code
 			break
 		}
 	}

@@ -49,6 +49,7 @@ func PlaceRequestFor(configJSON []byte, opts arena.Options, fo arena.FitOptions,
 		ReserveBytes:         fo.ReserveBytes,
 		UtilizationScope:     string(fo.UtilizationScope),
 		SamplerWarmup:        string(fo.SamplerWarmup),
+		CudaGraphs:           string(fo.CUDAGraphs),
 		WeightDtype:          wd,
 		IncludeMtp:           fo.Weights.IncludeMTP,
 		ExcludeWeights:       fo.ExcludeWeights,
@@ -105,6 +106,7 @@ func placeArgs(m *nodepb.PlaceRequest) (*arena.ModelConfig, arena.Options, arena
 	fo = arena.FitOptions{
 		UtilizationScope: arena.UtilizationScope(m.GetUtilizationScope()),
 		SamplerWarmup:    arena.SamplerWarmup(m.GetSamplerWarmup()),
+		CUDAGraphs:       arena.CUDAGraphs(m.GetCudaGraphs()),
 		ExcludeWeights:   m.GetExcludeWeights(),
 		Weights:          arena.WeightOptions{IncludeMTP: m.GetIncludeMtp(), CheckpointLayout: m.GetCheckpointLayout()},
 	}
@@ -124,6 +126,9 @@ func placeArgs(m *nodepb.PlaceRequest) (*arena.ModelConfig, arena.Options, arena
 		return bad(err)
 	}
 	if _, err := arena.ParseSamplerWarmup(m.GetSamplerWarmup()); err != nil {
+		return bad(err)
+	}
+	if _, err := arena.ParseCUDAGraphs(m.GetCudaGraphs()); err != nil {
 		return bad(err)
 	}
 	if b := m.GetMxfp4Backend(); b != "" {

@@ -15,7 +15,8 @@ import (
 // TestPlaceOptionsRoundTrip sends options through a PlaceRequest, encoded
 // and decoded as on the wire, and reads them back equal: every field of
 // arena.Options and of arena.FitOptions but the checkpoint sizes, set
-// (each to a value other than its zero) and unset.
+// (each to a value other than its zero, which everyFieldSet checks) and
+// unset.
 func TestPlaceOptionsRoundTrip(t *testing.T) {
 	config := llamaConfig(t)
 	for _, tc := range []struct {
@@ -30,7 +31,7 @@ func TestPlaceOptionsRoundTrip(t *testing.T) {
 				LoRAMaxRank: 16, FP8Rowwise: true, Q2Prefill: true, LogitsRows: arena.LogitsSampled, KVCacheDType: "fp8_e5m2",
 				MambaSSMCacheDType: "float32", AllowLongMaxSeqLen: true},
 			fo: arena.FitOptions{GPUMemoryUtilization: new(0.85), ReserveBytes: new(int64(0)), UtilizationScope: arena.UtilizationInstance,
-				SamplerWarmup: arena.SamplerWarmupAfterKVCache, ExcludeWeights: true,
+				SamplerWarmup: arena.SamplerWarmupAfterKVCache, CUDAGraphs: arena.CUDAGraphsEstimated, ExcludeWeights: true,
 				Weights: arena.WeightOptions{DType: arena.FP8, IncludeMTP: true, CheckpointLayout: true, MXFP4Backend: arena.MXFP4Backend(3)}},
 			po: PlaceOptions{TensorParallelSize: 2, PipelineParallelSize: 3}},
 		{name: "k_max and reserve set",
@@ -39,6 +40,9 @@ func TestPlaceOptionsRoundTrip(t *testing.T) {
 		{name: "f32 weights", fo: arena.FitOptions{Weights: arena.WeightOptions{DType: arena.F32}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "every option set" {
+				everyFieldSet(t, tc.opts, tc.fo, tc.po)
+			}
 			req, err := PlaceRequestFor(config, tc.opts, tc.fo, tc.po)
 			if err != nil {
 				t.Fatal(err)
@@ -68,6 +72,27 @@ func TestPlaceOptionsRoundTrip(t *testing.T) {
 				t.Errorf("place options: got %+v, want %+v", po, tc.po)
 			}
 		})
+	}
+}
+
+// everyFieldSet fails the test for a field of opts, fo (and its Weights)
+// or po left at its zero value, but the checkpoint sizes, which
+// PlaceRequestFor refuses: a field added to arena.Options or
+// arena.FitOptions must be set in the round trip's "every option set",
+// and so carried by PlaceRequest.
+func everyFieldSet(t *testing.T, opts arena.Options, fo arena.FitOptions, po PlaceOptions) {
+	t.Helper()
+	for _, v := range []reflect.Value{reflect.ValueOf(opts), reflect.ValueOf(fo), reflect.ValueOf(fo.Weights), reflect.ValueOf(po)} {
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			switch f.Name {
+			case "CheckpointWeightBytes", "CheckpointPooledTensorBytes", "Weights":
+				continue
+			}
+			if v.Field(i).IsZero() {
+				t.Errorf("%s.%s is not set in the case of every option", v.Type().Name(), f.Name)
+			}
+		}
 	}
 }
 
@@ -101,6 +126,7 @@ func TestPlaceOptionsRefusals(t *testing.T) {
 		{"reserve_bytes", &nodepb.PlaceRequest{ConfigJson: config, ReserveBytes: new(int64(-1))}, "reserve_bytes"},
 		{"utilization_scope", &nodepb.PlaceRequest{ConfigJson: config, UtilizationScope: "host"}, "utilization_scope"},
 		{"sampler_warmup", &nodepb.PlaceRequest{ConfigJson: config, SamplerWarmup: "always"}, "sampler_warmup"},
+		{"cuda_graphs", &nodepb.PlaceRequest{ConfigJson: config, CudaGraphs: "always"}, "cuda_graphs"},
 		{"mxfp4_backend", &nodepb.PlaceRequest{ConfigJson: config, Mxfp4Backend: "cuda"}, "mxfp4_backend"},
 		{"weight_dtype", &nodepb.PlaceRequest{ConfigJson: config, WeightDtype: "int4"}, ""},
 	} {

@@ -863,7 +863,8 @@ func (x *ReserveResponse) GetDeployment() *Deployment {
 	return nil
 }
 
-// RenewRequest extends the lease of the reservation key by ttl_ms from now.
+// RenewRequest extends the lease of the reservation or the deployment key
+// by ttl_ms from now.
 type RenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -916,8 +917,9 @@ func (x *RenewRequest) GetTtlMs() int64 {
 	return 0
 }
 
-// ReleaseRequest frees the reservation or the deployment key's memory. Releasing a key that
-// is not held answers released = false, no error: a release is idempotent.
+// ReleaseRequest frees the memory of the reservation or the deployment
+// key. Releasing a key that is not held answers released = false, no
+// error: a release is idempotent.
 type ReleaseRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1344,7 +1346,10 @@ type PlaceRequest struct {
 	// Size the weights as the checkpoint stores them, not as vLLM holds them.
 	CheckpointLayout bool `protobuf:"varint,23,opt,name=checkpoint_layout,json=checkpointLayout,proto3" json:"checkpoint_layout,omitempty"`
 	// "" (marlin) or "marlin", "flashinfer_trtllm", "flashinfer_cutlass", "triton".
-	Mxfp4Backend  string `protobuf:"bytes,24,opt,name=mxfp4_backend,json=mxfp4Backend,proto3" json:"mxfp4_backend,omitempty"`
+	Mxfp4Backend string `protobuf:"bytes,24,opt,name=mxfp4_backend,json=mxfp4Backend,proto3" json:"mxfp4_backend,omitempty"`
+	// "" or "none", "after_kv_cache", "estimated": which of vLLM's CUDA-graph
+	// rules the fit follows (arena.CUDAGraphs).
+	CudaGraphs    string `protobuf:"bytes,25,opt,name=cuda_graphs,json=cudaGraphs,proto3" json:"cuda_graphs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1543,6 +1548,13 @@ func (x *PlaceRequest) GetCheckpointLayout() bool {
 func (x *PlaceRequest) GetMxfp4Backend() string {
 	if x != nil {
 		return x.Mxfp4Backend
+	}
+	return ""
+}
+
+func (x *PlaceRequest) GetCudaGraphs() string {
+	if x != nil {
+		return x.CudaGraphs
 	}
 	return ""
 }
@@ -2474,7 +2486,7 @@ const file_node_proto_rawDesc = "" +
 	"\x11PreflightResponse\x12\x12\n" +
 	"\x04fits\x18\x01 \x01(\bR\x04fits\x12'\n" +
 	"\x0favailable_bytes\x18\x02 \x01(\x03R\x0eavailableBytes\x12-\n" +
-	"\x05error\x18\x03 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\"\xe6\a\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.gpuarena.node.v1.ErrorR\x05error\"\x87\b\n" +
 	"\fPlaceRequest\x12\x1f\n" +
 	"\vconfig_json\x18\x01 \x01(\fR\n" +
 	"configJson\x12(\n" +
@@ -2505,7 +2517,9 @@ const file_node_proto_rawDesc = "" +
 	"includeMtp\x12'\n" +
 	"\x0fexclude_weights\x18\x16 \x01(\bR\x0eexcludeWeights\x12+\n" +
 	"\x11checkpoint_layout\x18\x17 \x01(\bR\x10checkpointLayout\x12#\n" +
-	"\rmxfp4_backend\x18\x18 \x01(\tR\fmxfp4BackendB\b\n" +
+	"\rmxfp4_backend\x18\x18 \x01(\tR\fmxfp4Backend\x12\x1f\n" +
+	"\vcuda_graphs\x18\x19 \x01(\tR\n" +
+	"cudaGraphsB\b\n" +
 	"\x06_k_maxB\x10\n" +
 	"\x0e_reserve_bytes\"X\n" +
 	"\x05Stage\x12\x18\n" +

@@ -182,16 +182,15 @@ func cudaGraphMemory(mode CUDAGraphs, cfg *ModelConfig, plan *Plan, r *FitReport
 // cudaGraphNote says what the CUDA graphs add and where, "" under
 // CUDAGraphsNone.
 func cudaGraphNote(r *FitReport) string {
+	if r.CUDAGraphs == CUDAGraphsNone {
+		return ""
+	}
 	where := "captured after the KV cache is sized, outside the budget (vLLM < 0.21)"
 	if r.CUDAGraphs == CUDAGraphsEstimated {
 		where = "estimated during the profile and counted inside the budget (vLLM ≥ 0.21)"
 	}
-	switch r.CUDAGraphs {
-	case CUDAGraphsAfterKVCache, CUDAGraphsEstimated:
-		return fmt.Sprintf("CUDA graphs (cuda_graphs %s): %d B (%s), %s: activations of the largest capture (%d tokens) %d B + "+
-			"%d piecewise captures × %d pieces × %d B + %d full captures × %d B",
-			r.CUDAGraphs, r.CUDAGraphBytes, HumanBytes(r.CUDAGraphBytes), where, r.CUDAGraphLargestCapture, r.CUDAGraphActivationBytes,
-			r.CUDAGraphPiecewiseCaptures, r.CUDAGraphPieces, CUDAGraphPieceBytes, r.CUDAGraphFullCaptures, CUDAGraphFullBytes)
-	}
-	return ""
+	return fmt.Sprintf("CUDA graphs (cuda_graphs %s): %d B (%s), %s: activations of the largest capture (%d tokens) %d B + "+
+		"%d piecewise captures × %d pieces × %d B + %d full captures × %d B",
+		r.CUDAGraphs, r.CUDAGraphBytes, HumanBytes(r.CUDAGraphBytes), where, r.CUDAGraphLargestCapture, r.CUDAGraphActivationBytes,
+		r.CUDAGraphPiecewiseCaptures, r.CUDAGraphPieces, CUDAGraphPieceBytes, r.CUDAGraphFullCaptures, CUDAGraphFullBytes)
 }

@@ -1,6 +1,9 @@
 package arena
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // reserveInside is the reserve the budget holds: all of it under
 // SamplerWarmupNone, none under a vLLM SamplerWarmup, where it lies
@@ -12,34 +15,45 @@ func reserveInside(r *FitReport) int64 {
 	return 0
 }
 
-// outsideChecked reports whether anything of r must fit outside the
-// budget: the reserve under a vLLM SamplerWarmup, the CUDA graphs under
-// CUDAGraphsAfterKVCache.
-func outsideChecked(r *FitReport) bool {
-	return r.SamplerWarmup != SamplerWarmupNone || r.CUDAGraphs == CUDAGraphsAfterKVCache
+// outsidePart is one thing vLLM allocates outside its budget, after its
+// KV cache has filled it.
+type outsidePart struct {
+	what  string
+	bytes int64
+}
+
+// outsideParts is what of r must fit outside the budget, in the order
+// vLLM allocates it: the reserve under a vLLM SamplerWarmup, the CUDA
+// graphs under CUDAGraphsAfterKVCache and the sampler warm-up pass under
+// SamplerWarmupAfterKVCache; none when nothing lies outside.
+func outsideParts(r *FitReport) []outsidePart {
+	var parts []outsidePart
+	if r.SamplerWarmup != SamplerWarmupNone {
+		parts = append(parts, outsidePart{"the reserve", r.ReserveBytes})
+	}
+	if r.CUDAGraphs == CUDAGraphsAfterKVCache {
+		parts = append(parts, outsidePart{"the CUDA graphs", r.CUDAGraphBytes})
+	}
+	if r.SamplerWarmup == SamplerWarmupAfterKVCache {
+		parts = append(parts, outsidePart{"the sampler warm-up pass", r.SamplerPassBytes})
+	}
+	return parts
 }
 
 // outsideFits sets OutsideBudgetBytes, Device.FreeBytes −
-// ProcessBudgetBytes, and OutsideRequiredBytes, the reserve (under a vLLM
-// SamplerWarmup), the CUDA graphs (under CUDAGraphsAfterKVCache) and the
-// sampler warm-up pass (under SamplerWarmupAfterKVCache), and reports
-// whether the one holds the other; true, with both 0, when nothing lies
-// outside the budget. Errors: an *OverflowError.
+// ProcessBudgetBytes, and OutsideRequiredBytes, the sum of outsideParts,
+// and reports whether the one holds the other; true, with both 0, when
+// nothing lies outside the budget. Errors: an *OverflowError.
 func outsideFits(r *FitReport) (bool, error) {
-	if !outsideChecked(r) {
+	parts := outsideParts(r)
+	if len(parts) == 0 {
 		return true, nil
 	}
-	var reserve, graphs, pass int64
-	if r.SamplerWarmup != SamplerWarmupNone {
-		reserve = r.ReserveBytes
+	sizes := make([]int64, len(parts))
+	for i, p := range parts {
+		sizes[i] = p.bytes
 	}
-	if r.CUDAGraphs == CUDAGraphsAfterKVCache {
-		graphs = r.CUDAGraphBytes
-	}
-	if r.SamplerWarmup == SamplerWarmupAfterKVCache {
-		pass = r.SamplerPassBytes
-	}
-	need, err := CheckedSum("fit memory outside the budget", reserve, graphs, pass)
+	need, err := CheckedSum("fit memory outside the budget", sizes...)
 	if err != nil {
 		return false, err
 	}
@@ -50,18 +64,13 @@ func outsideFits(r *FitReport) (bool, error) {
 // outsideNote says what the memory outside the budget must hold and
 // whether it does, "" when nothing lies there.
 func outsideNote(r *FitReport) string {
-	if !outsideChecked(r) {
+	parts := outsideParts(r)
+	if len(parts) == 0 {
 		return ""
 	}
-	var what []string
-	if r.SamplerWarmup != SamplerWarmupNone {
-		what = append(what, fmt.Sprintf("the reserve %d B", r.ReserveBytes))
-	}
-	if r.CUDAGraphs == CUDAGraphsAfterKVCache {
-		what = append(what, fmt.Sprintf("the CUDA graphs %d B", r.CUDAGraphBytes))
-	}
-	if r.SamplerWarmup == SamplerWarmupAfterKVCache {
-		what = append(what, fmt.Sprintf("the sampler warm-up pass %d B", r.SamplerPassBytes))
+	what := make([]string, len(parts))
+	for i, p := range parts {
+		what[i] = fmt.Sprintf("%s %d B", p.what, p.bytes)
 	}
 	verdict := "holds them"
 	if short := r.OutsideRequiredBytes - r.OutsideBudgetBytes; short > 0 {
@@ -72,17 +81,10 @@ func outsideNote(r *FitReport) string {
 		"%s, %d B in all, and %s", r.OutsideBudgetBytes, joinAnd(what), r.OutsideRequiredBytes, verdict)
 }
 
-// joinAnd joins items as "a", "a and b" or "a, b and c".
+// joinAnd joins items as "a", "a and b" or "a, b and c"; "" for none.
 func joinAnd(items []string) string {
-	switch len(items) {
-	case 0:
-		return ""
-	case 1:
-		return items[0]
+	if len(items) < 2 {
+		return strings.Join(items, "")
 	}
-	out := items[0]
-	for _, it := range items[1 : len(items)-1] {
-		out += ", " + it
-	}
-	return out + " and " + items[len(items)-1]
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }

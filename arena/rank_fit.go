@@ -237,16 +237,17 @@ func suggestRanks(cfg *ModelConfig, opts Options, l ParallelLayout, devs []Devic
 }
 
 // FitRank is the FitReport of one rank of layout on dev with the rank's
-// weights sized exactly: pooledTensorBytes are its shard's tensor sizes
-// (TensorShard.RankBytes of RankShards(cfg, fo.Weights, layout, rank), in
-// order), as a pooled load allocates them (Manager.LoadWeightsRank), so
-// the report's CheckpointWeightBytes is their sum and WeightPaddingBytes the
-// pool's alignment padding; everything else is the rank's report in
-// FitRanks. Its KVBlocks are this rank's alone: the layout's are the
-// minimum over the ranks (RankFitReport.KVBlocks). Errors: an
-// *OptionError for a rank outside [0, layout.GPUs()) or a set
-// CheckpointWeightBytes (the shard's sizes say it); FitRanks' errors.
-func FitRank(cfg *ModelConfig, opts Options, layout ParallelLayout, rank int64, dev DeviceMemory, fo FitOptions, pooledTensorBytes []int64) (*FitReport, error) {
+// weights sized exactly: its shard's tensor sizes (TensorShard.RankBytes
+// of RankShards(cfg, fo.Weights, layout, rank)), as a pooled load
+// allocates them (Manager.LoadWeightsRank), so the report's
+// CheckpointWeightBytes is their sum and WeightPaddingBytes the pool's
+// alignment padding; everything else is the rank's report in FitRanks.
+// Its KVBlocks are this rank's alone: the layout's are the minimum over
+// the ranks (RankFitReport.KVBlocks). Errors: an *OptionError for a rank
+// outside [0, layout.GPUs()) or a set CheckpointWeightBytes or
+// CheckpointPooledTensorBytes (the shard's sizes say them); RankShards'
+// and FitRanks' errors.
+func FitRank(cfg *ModelConfig, opts Options, layout ParallelLayout, rank int64, dev DeviceMemory, fo FitOptions) (*FitReport, error) {
 	l, err := layout.resolved()
 	if err != nil {
 		return nil, err
@@ -255,14 +256,24 @@ func FitRank(cfg *ModelConfig, opts Options, layout ParallelLayout, rank int64, 
 	if rank < 0 || rank >= n {
 		return nil, &OptionError{Option: "rank", Value: rank, Reason: fmt.Sprintf("layout %s has ranks 0 to %d", l, n-1)}
 	}
+	const leave = "a rank's weights are its shard's tensor sizes: leave it unset"
 	if fo.CheckpointWeightBytes != nil {
-		return nil, &OptionError{Option: "checkpoint_weight_bytes", Value: *fo.CheckpointWeightBytes,
-			Reason: "a rank's weights are its shard's tensor sizes: leave it unset"}
+		return nil, &OptionError{Option: "checkpoint_weight_bytes", Value: *fo.CheckpointWeightBytes, Reason: leave}
+	}
+	if fo.CheckpointPooledTensorBytes != nil {
+		return nil, &OptionError{Option: "checkpoint_pooled_tensor_bytes", Value: len(fo.CheckpointPooledTensorBytes), Reason: leave}
 	}
 	if err := dev.validate(); err != nil {
 		return nil, err
 	}
-	fo.CheckpointPooledTensorBytes = pooledTensorBytes
+	shards, err := RankShards(cfg, fo.Weights, l, rank)
+	if err != nil {
+		return nil, err
+	}
+	fo.CheckpointPooledTensorBytes = make([]int64, len(shards))
+	for i, s := range shards {
+		fo.CheckpointPooledTensorBytes[i] = s.RankBytes()
+	}
 	o, ranks, err := planLayout(cfg, opts, l, fo)
 	if err != nil {
 		return nil, err

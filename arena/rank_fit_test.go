@@ -156,7 +156,7 @@ func testFitRankExactWeights(t *testing.T, cfg *ModelConfig) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := FitRank(cfg, Options{}, l, rank, h100, FitOptions{}, sizes)
+		r, err := FitRank(cfg, Options{}, l, rank, h100, FitOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,10 +178,16 @@ func TestFitRankErrors(t *testing.T) {
 	cfg := loadExample(t, "llama-3.1-8b.json")
 	l := ParallelLayout{TensorParallelSize: 2}
 	var oe *OptionError
-	if _, err := FitRank(cfg, Options{}, l, 2, h100, FitOptions{}, nil); !errors.As(err, &oe) || oe.Option != "rank" {
+	if _, err := FitRank(cfg, Options{}, l, 2, h100, FitOptions{}); !errors.As(err, &oe) || oe.Option != "rank" {
 		t.Errorf("rank 2 of 2: %v, want an *OptionError for rank", err)
 	}
-	if _, err := FitRank(cfg, Options{}, l, 0, h100, FitOptions{CheckpointWeightBytes: new(int64(1))}, nil); !errors.As(err, &oe) || oe.Option != "checkpoint_weight_bytes" {
+	if _, err := FitRank(cfg, Options{}, l, 0, h100, FitOptions{CheckpointWeightBytes: new(int64(1))}); !errors.As(err, &oe) || oe.Option != "checkpoint_weight_bytes" {
 		t.Errorf("checkpoint_weight_bytes set: %v, want an *OptionError", err)
+	}
+	if _, err := FitRank(cfg, Options{}, l, 0, h100, FitOptions{CheckpointPooledTensorBytes: []int64{1}}); !errors.As(err, &oe) || oe.Option != "checkpoint_pooled_tensor_bytes" {
+		t.Errorf("checkpoint_pooled_tensor_bytes set: %v, want an *OptionError", err)
+	}
+	if _, err := FitRank(loadExample(t, "gpt-oss-20b.json"), Options{}, l, 0, h100, FitOptions{}); !errors.Is(err, ErrParallelLayout) {
+		t.Errorf("a shard RankShards refuses: %v, want ErrParallelLayout", err)
 	}
 }

@@ -19,6 +19,11 @@ import (
 // of and serves (see runLong).
 const defaultRunConfig = "qwen3-0.6b.json"
 
+// builtinRunConfigName is defaultRunConfig's path in the repository, which
+// loadConfig resolves to the built-in copy from any directory; soak plans
+// it by this name, run writes it out for modelgen (builtinRunConfig).
+var builtinRunConfigName = filepath.Join("examples", "configs", defaultRunConfig)
+
 // builtinConfigDir writes the built-in configs (configs.FS: every
 // examples/configs/*.json) into a new temporary folder, for the commands
 // whose defaults read files by path, and returns it with a function that
@@ -38,8 +43,9 @@ func builtinConfigDir() (string, func(), error) {
 
 // useBuiltinConfig makes --config (registered by planFlags.register)
 // default to the built-in defaultRunConfig: it shows no path as its
-// default, since none exists outside the repository; the command calls
-// builtinRunConfig when the flag is not given.
+// default, since none exists outside the repository; when the flag is not
+// given, soak plans builtinRunConfigName and run writes the config out
+// (builtinRunConfig).
 func useBuiltinConfig(fs *pflag.FlagSet, p *planFlags) {
 	f := fs.Lookup("config")
 	p.config, f.DefValue = "", ""
@@ -47,8 +53,8 @@ func useBuiltinConfig(fs *pflag.FlagSet, p *planFlags) {
 }
 
 // builtinRunConfig writes the built-in defaultRunConfig into a new
-// temporary folder and returns its path with a function that removes the
-// folder.
+// temporary folder, for run's modelgen, which reads a path, and returns
+// its path with a function that removes the folder.
 func builtinRunConfig() (string, func(), error) {
 	data, err := configs.FS.ReadFile(defaultRunConfig)
 	if err != nil {

@@ -87,16 +87,7 @@ func (c *runCmd) rankPreflight(dev arena.DeviceMemory, rep *runReport) {
 		return
 	}
 	rep.Rank.LayoutFits, rep.Rank.LayoutKVBlocks = all.Fits, all.KVBlocks
-	shards, err := arena.RankShards(r.model, arena.WeightOptions{}, r.layout, r.rank)
-	if err != nil {
-		log.Warn("run: the rank's shards", "err", err)
-		return
-	}
-	sizes := make([]int64, len(shards))
-	for i, s := range shards {
-		sizes[i] = s.RankBytes()
-	}
-	f, err := arena.FitRank(r.model, c.plan.opts, r.layout, r.rank, dev, fo, sizes)
+	f, err := arena.FitRank(r.model, c.plan.opts, r.layout, r.rank, dev, fo)
 	if err != nil {
 		log.Warn("run: preflight fit of the rank failed", "err", err)
 		return

@@ -113,12 +113,7 @@ func (c *soakCmd) run(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	if !cmd.Flags().Changed("config") {
-		path, remove, err := builtinRunConfig()
-		if err != nil {
-			return err
-		}
-		defer remove()
-		c.plan.config = path
+		c.plan.config = builtinRunConfigName // loadConfig reads the built-in copy from any directory
 	}
 	_, plan, err := c.plan.plan(cmd.Flags().Changed)
 	if err != nil {

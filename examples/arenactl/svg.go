@@ -11,9 +11,10 @@ import (
 
 // fitDeviceBar is the device's memory as the fit would leave it once the
 // server is built: the weights, the arena and slabs, the KV cache (every
-// block free: the fit's KVCacheBytes and StateCacheBytes), the reserve
-// and the sampler pass inside the budget, memory used by others, and the
-// rest free; a dashed line marks where the process budget ends
+// block free: the fit's KVCacheBytes and StateCacheBytes), the reserve,
+// the sampler pass inside the budget and the CUDA graphs the fit sizes
+// (CUDAGraphBytes, inside the budget or outside it), memory used by
+// others, and the rest free; a dashed line marks where the process budget ends
 // (UsedByOthersBytes is drawn after the process's own memory, so the line
 // stands at ProcessBudgetBytes). It is the bar the server's /debug/memory
 // draws from its ledger, from the fit's numbers instead.
@@ -22,7 +23,7 @@ func fitDeviceBar(id, caption string, r *arena.FitReport) (memsvg.Bar, error) {
 		memsvg.Weights: r.WeightBytes,
 		memsvg.Arena:   r.ArenaBytes + r.SlabBytes,
 		memsvg.KVFree:  r.KVCacheBytes + r.StateCacheBytes,
-		memsvg.Reserve: r.ReserveBytes + r.SamplerBudgetBytes,
+		memsvg.Reserve: r.ReserveBytes + r.SamplerBudgetBytes + r.CUDAGraphBytes,
 		memsvg.Others:  r.UsedByOthersBytes,
 	}, memsvg.Marker{Bytes: r.ProcessBudgetBytes,
 		Title: fmt.Sprintf("process budget: %s (gpu_memory_utilization %g, utilization scope %s)", arena.HumanBytes(r.ProcessBudgetBytes), r.GPUMemoryUtilization, r.UtilizationScope)})

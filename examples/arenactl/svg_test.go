@@ -56,6 +56,7 @@ func TestFitSVGMatchesFit(t *testing.T) {
 	}{
 		{"fits", []string{"--device-used", "3GiB"}, exitOK},
 		{"does not fit", []string{"--device-memory", "24GiB"}, exitNegative},
+		{"cuda graphs inside the budget", []string{"--cuda-graphs", "estimated"}, exitOK},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "fit.svg")
@@ -73,7 +74,7 @@ func TestFitSVGMatchesFit(t *testing.T) {
 			got := regionBytes(t, dev)
 			want := map[string]int64{
 				memsvg.Weights: r.WeightBytes, memsvg.Arena: r.ArenaBytes + r.SlabBytes,
-				memsvg.KVFree: r.KVCacheBytes + r.StateCacheBytes, memsvg.Reserve: r.ReserveBytes + r.SamplerBudgetBytes,
+				memsvg.KVFree: r.KVCacheBytes + r.StateCacheBytes, memsvg.Reserve: r.ReserveBytes + r.SamplerBudgetBytes + r.CUDAGraphBytes,
 				memsvg.Others: r.UsedByOthersBytes,
 			}
 			var held int64
@@ -88,6 +89,9 @@ func TestFitSVGMatchesFit(t *testing.T) {
 			}
 			if dev.Total != r.Device.TotalBytes || dev.Scale != max(r.Device.TotalBytes, held) {
 				t.Errorf("device bar total %d scale %d, want %d and %d", dev.Total, dev.Scale, r.Device.TotalBytes, max(r.Device.TotalBytes, held))
+			}
+			if (r.CUDAGraphs == arena.CUDAGraphsEstimated) != (r.CUDAGraphBytes > 0) {
+				t.Errorf("cuda_graphs %s: %d B of graphs", r.CUDAGraphs, r.CUDAGraphBytes)
 			}
 			if r.Fits != (c.code == exitOK) || got[memsvg.Weights] != 16060522496 || got[memsvg.KVFree] == 0 {
 				t.Errorf("fits %v, %d B of weights and %d B of KV cache drawn", r.Fits, got[memsvg.Weights], got[memsvg.KVFree])

@@ -1,42 +1,41 @@
 package configs_test
 
 import (
-	"bytes"
 	"io/fs"
-	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/examples/configs"
 )
 
-// FS holds exactly the folder's config files, byte for byte, and each one
-// is a config arena plans.
+// FS holds every config file of the folder (the embed pattern misses
+// none), and each one is a config arena parses and plans at its defaults.
 func TestFSIsTheFolder(t *testing.T) {
 	onDisk, err := filepath.Glob("*.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	embedded, err := fs.Glob(configs.FS, "*.json")
+	embedded, err := fs.Glob(configs.FS, "*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(embedded) != len(onDisk) || len(onDisk) == 0 {
-		t.Fatalf("embedded %d configs, the folder has %d", len(embedded), len(onDisk))
+	if !slices.Equal(embedded, onDisk) || len(onDisk) == 0 {
+		t.Fatalf("embedded %q, the folder has %q", embedded, onDisk)
 	}
-	for _, name := range onDisk {
-		want, err := os.ReadFile(name)
+	for _, name := range embedded {
+		data, err := configs.FS.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := configs.FS.ReadFile(name)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%s: embedded copy differs from the file (%v)", name, err)
+		cfg, err := arena.ParseConfig(data)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if _, err := arena.ParseConfig(got); err != nil {
-			t.Errorf("%s: %v", name, err)
+		if _, err := arena.PlanFor(cfg, arena.Options{}); err != nil {
+			t.Errorf("%s: plan: %v", name, err)
 		}
 	}
 }

@@ -35,7 +35,7 @@ var kinds = map[string]struct{ title, color string }{
 	KVCached: {"KV cache: cached prefixes", "#edc948"},
 	KVFree:   {"KV cache: free", "#f6c6c7"},
 	Embedder: {"the embedder's allocations", "#76b7b2"},
-	Reserve:  {"reserve (CUDA context, workspaces, sampler pass)", "#b07aa1"},
+	Reserve:  {"reserve (CUDA context, workspaces, CUDA graphs, sampler pass)", "#b07aa1"},
 	Others:   {"other processes and the driver", "#9c755f"},
 	Free:     {"free", "#e8e8e8"},
 }

@@ -120,7 +120,7 @@ func TestClusterCommandsOnANode(t *testing.T) {
 		t.Fatalf("reserve printed %q, want it to start with %q", out.String(), want)
 	}
 	// The reservation shows in the inventory (the node's own gossip state).
-	eventuallyNoSleep(t, func() error {
+	testkit.Eventually(t, 10*time.Second, "the reservation in the inventory", func() error {
 		out.Reset()
 		c.jsonOut = true
 		if err := c.inventory(ctx, client, &out); err != nil {
@@ -193,25 +193,5 @@ func TestClusterCommandsOnANode(t *testing.T) {
 	var se *statusError
 	if err := c.release(ctx, client, &out); !errors.As(err, &se) || se.code != exitNegative {
 		t.Fatalf("second release: %v, want a negative answer", err)
-	}
-}
-
-// eventuallyNoSleep retries check, each try after the previous returned,
-// for up to 10 s of tries spaced by a ticker, then fails with its error.
-func eventuallyNoSleep(t *testing.T, check func() error) {
-	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		select {
-		case <-deadline:
-			t.Fatal(err)
-		case <-tick.C:
-		}
 	}
 }

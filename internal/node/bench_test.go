@@ -223,7 +223,7 @@ func BenchmarkCluster(b *testing.B) {
 	}
 	client := newTestClient(b)
 	ctx := context.Background()
-	eventually(b, 20*time.Second, "the cluster formed", func() error {
+	testkit.Eventually(b, 20*time.Second, "the cluster formed", func() error {
 		invs, err := client.ClusterInventory(ctx, nodes[0].address)
 		if err == nil && len(invs) != 3 {
 			err = fmt.Errorf("node 0 sees %v", addresses(invs))

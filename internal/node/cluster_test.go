@@ -161,23 +161,6 @@ func (c *child) stop(t testing.TB) {
 // "Reliability" issue's protoactor-go upgrade is where they should go.
 const upstreamRaces = "protoactor-go remote/cluster data races (asynkron/protoactor-go#1108, #1131)"
 
-// eventually polls check every 50 ms until it returns nil or the deadline
-// passes, then fails with its last error.
-func eventually(t testing.TB, within time.Duration, what string, check func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		err := check()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v: %v", what, within, err)
-		}
-		<-time.After(50 * time.Millisecond)
-	}
-}
-
 // newTestClient starts an actor system with a remote on a loopback port,
 // shut down when the test ends.
 func newTestClient(t testing.TB) *Client {
@@ -261,7 +244,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 
 	// The cluster forms and every node sees every node's inventory.
 	for _, n := range nodes {
-		eventually(t, 20*time.Second, "cluster inventory from "+n.address, func() error {
+		testkit.Eventually(t, 20*time.Second, "cluster inventory from "+n.address, func() error {
 			invs, err := client.ClusterInventory(ctx, n.address)
 			if err != nil {
 				return err
@@ -334,7 +317,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	if held := ledgerHeld(led, res.GetOwner()); held != 256<<20 {
 		t.Fatalf("ledger of %s device 1 holds %d B for %s after two reserves, want %d", b, held, res.GetOwner(), 256<<20)
 	}
-	eventually(t, 10*time.Second, "the reservation in node 0's view", func() error {
+	testkit.Eventually(t, 10*time.Second, "the reservation in node 0's view", func() error {
 		invs, err := client.ClusterInventory(ctx, nodes[0].address)
 		if err != nil {
 			return err
@@ -345,7 +328,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 		return nil
 	})
 	// Its lease lapses: the node frees it.
-	eventually(t, 10*time.Second, "the lapsed lease freed", func() error {
+	testkit.Eventually(t, 10*time.Second, "the lapsed lease freed", func() error {
 		led, err := client.Ledger(ctx, b, 1)
 		if err != nil {
 			return err
@@ -374,7 +357,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	if err := killed.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	took := eventually(t, removalBound, "the killed node removed", func() error {
+	took := testkit.Eventually(t, removalBound, "the killed node removed", func() error {
 		for _, n := range nodes[:2] {
 			invs, err := client.ClusterInventory(ctx, n.address)
 			if err != nil {
@@ -460,7 +443,7 @@ func refuseBadMessages(t *testing.T, client *Client, address string) {
 			t.Fatalf("undecodable %s: the stream stayed open (%v)", typeName, err)
 		}
 	}
-	eventually(t, 10*time.Second, "the node answering after bad messages", func() error {
+	testkit.Eventually(t, 10*time.Second, "the node answering after bad messages", func() error {
 		_, err := client.Inventory(ctx, address)
 		return err
 	})

@@ -413,7 +413,7 @@ func TestDeployOnARemoteNode(t *testing.T) {
 	if got := held(3); got != arenaBytes[1] {
 		t.Fatalf("device 3 holds %d B, want rank 1's arena, %d B", got, arenaBytes[1])
 	}
-	eventually(t, 10*time.Second, "the lapsed deployment released", func() error {
+	testkit.Eventually(t, 10*time.Second, "the lapsed deployment released", func() error {
 		for r := int32(2); r < 4; r++ {
 			if got := held(r); got != 0 {
 				return fmt.Errorf("device %d holds %d B", r, got)

@@ -120,7 +120,7 @@ func TestPlacementsPastTheLimitAreBusy(t *testing.T) {
 		}
 	}
 	// A call's end reaches the gateway after its answer reaches the caller.
-	eventually(t, 10*time.Second, "a placement taken again", func() error {
+	testkit.Eventually(t, 10*time.Second, "a placement taken again", func() error {
 		pr := askLocal[*nodepb.PlaceResponse](t, lg, req)
 		if err := remoteError("local", pr.GetError()); err != nil {
 			return err

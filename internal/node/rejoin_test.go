@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuarena/gpuarena/internal/nodepb"
+	"github.com/gpuarena/gpuarena/internal/testkit"
 )
 
 // staticProbeTimeout is the Static provider's probe timeout in the test's
@@ -65,7 +66,7 @@ func TestStaticClusterRejoinsARestartedNode(t *testing.T) {
 	ctx := context.Background()
 	killedAddr := nodes[2].address
 	var firstID string
-	eventually(t, 20*time.Second, "the static cluster formed", func() error {
+	testkit.Eventually(t, 20*time.Second, "the static cluster formed", func() error {
 		for _, n := range nodes {
 			invs, err := client.ClusterInventory(ctx, n.address)
 			if err != nil {
@@ -91,7 +92,7 @@ func TestStaticClusterRejoinsARestartedNode(t *testing.T) {
 	if err := nodes[2].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	took := eventually(t, staticRemovalBound, "the killed node removed", func() error {
+	took := testkit.Eventually(t, staticRemovalBound, "the killed node removed", func() error {
 		for _, n := range nodes[:2] {
 			invs, err := client.ClusterInventory(ctx, n.address)
 			if err != nil {
@@ -110,7 +111,7 @@ func TestStaticClusterRejoinsARestartedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(shutdownClient) // before the restarted node stops
-	took = eventually(t, rejoinBound, "the restarted node back in both views", func() error {
+	took = testkit.Eventually(t, rejoinBound, "the restarted node back in both views", func() error {
 		for _, n := range nodes[:2] {
 			invs, err := client.ClusterInventory(ctx, n.address)
 			if err != nil {

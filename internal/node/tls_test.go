@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpuarena/gpuarena/internal/nodepb"
+	"github.com/gpuarena/gpuarena/internal/testkit"
 )
 
 // testCA is a self-signed certificate authority (ECDSA P-256) that signs
@@ -166,7 +167,7 @@ func TestTLSClusterOfTwoProcesses(t *testing.T) {
 	}
 	client, shutdown := startTestClientWith(t, creds)
 	ctx := context.Background()
-	eventually(t, 20*time.Second, "the TLS cluster formed", func() error {
+	testkit.Eventually(t, 20*time.Second, "the TLS cluster formed", func() error {
 		for _, n := range nodes {
 			invs, err := client.ClusterInventory(ctx, n.address)
 			if err != nil {

@@ -48,3 +48,25 @@ func SmallPlan(slab string) *arena.Plan {
 	p.BufferBytes, p.SlabBytes, p.TotalBytes = 6*MiB, 4*MiB, 10*MiB
 	return p
 }
+
+// Eventually calls check until it returns nil, each try on a 20 ms tick
+// after the one before, and returns how long that took; past within it
+// fails the test with what and check's last error. It is for state another
+// goroutine or process reaches on its own (gossip, a drain), which the test
+// cannot wait for on a channel.
+func Eventually(t testing.TB, within time.Duration, what string, check func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v: %v", what, within, err)
+		}
+		<-tick.C
+	}
+}

@@ -70,7 +70,7 @@ func (a *gpuActor) Receive(c actor.Context) {
 		a.current = m
 		a.handle(m)
 		a.current = nil
-		a.publishTotals()
+		a.publishTotals() // a request cut short (exiting) is answered without answer
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
-// handle answers one request. Every reply channel has room for one reply, so
-// sending never blocks.
+// handle answers one request (answer). Every reply channel has room for one
+// reply, so sending never blocks.
 func (a *gpuActor) handle(msg any) {
 	if a.compute.inFlight {
 		if _, step := msg.(*messages.Forward); !step {
@@ -20,62 +20,62 @@ func (a *gpuActor) handle(msg any) {
 	}
 	switch m := msg.(type) {
 	case *messages.Ping:
-		m.Reply <- a.usable(m.Ctx)
+		answer(a, m.Reply, a.usable(m.Ctx))
 	case *messages.Alloc:
 		ptr, err := a.alloc(m)
-		m.Reply <- messages.AllocReply{Ptr: ptr, Err: err}
+		answer(a, m.Reply, messages.AllocReply{Ptr: ptr, Err: err})
 	case *messages.AllocBatch:
-		m.Reply <- a.allocBatch(m)
+		answer(a, m.Reply, a.allocBatch(m))
 	case *messages.Free:
-		m.Reply <- a.free(m)
+		answer(a, m.Reply, a.free(m))
 	case *messages.FreeBatch:
-		m.Reply <- a.freeBatch(m)
+		answer(a, m.Reply, a.freeBatch(m))
 	case *messages.FreeOwner:
-		m.Reply <- a.freeOwner(m)
+		answer(a, m.Reply, a.freeOwner(m))
 	case *messages.Memset:
 		err := a.usable(m.Ctx)
 		if err == nil {
 			err = a.ops.Memset(m.Ptr, m.Value, m.Bytes)
 		}
-		m.Reply <- err
+		answer(a, m.Reply, err)
 	case *messages.CopyHtoD:
 		err := a.usable(m.Ctx)
 		if err == nil {
 			err = a.ops.CopyHtoD(m.Dst, m.Src)
 		}
-		m.Reply <- err
+		answer(a, m.Reply, err)
 	case *messages.StagingUnregister:
-		m.Reply <- a.stagingUnregister(m)
+		answer(a, m.Reply, a.stagingUnregister(m))
 	case *messages.CopyHtoDStaged:
-		m.Reply <- a.copyHtoDStaged(m)
+		answer(a, m.Reply, a.copyHtoDStaged(m))
 	case *messages.CopyDtoH:
-		m.Reply <- a.copyDtoH(m)
+		answer(a, m.Reply, a.copyDtoH(m))
 	case *messages.CopyDtoD:
 		err := a.usable(m.Ctx)
 		if err == nil {
 			err = a.ops.CopyDtoD(m.Dst, m.Src, m.Bytes)
 		}
-		m.Reply <- err
+		answer(a, m.Reply, err)
 	case *messages.MemInfo:
-		m.Reply <- a.memInfo(m)
+		answer(a, m.Reply, a.memInfo(m))
 	case *messages.Forward:
-		m.Reply <- a.forward(m)
+		answer(a, m.Reply, a.forward(m))
 	case *messages.LedgerSnapshot:
-		m.Reply <- a.snapshot()
+		answer(a, m.Reply, a.snapshot())
 	case *messages.AddView:
-		m.Reply <- a.addView(m)
+		answer(a, m.Reply, a.addView(m))
 	case *messages.RetireOwners:
-		m.Reply <- a.retireOwners(m)
+		answer(a, m.Reply, a.retireOwners(m))
 	case *messages.Stats:
-		m.Reply <- a.stats()
+		answer(a, m.Reply, a.stats())
 	case *messages.LoadModule:
-		m.Reply <- a.loadModule(m)
+		answer(a, m.Reply, a.loadModule(m))
 	case *messages.UnloadModule:
-		m.Reply <- a.unloadModule(m)
+		answer(a, m.Reply, a.unloadModule(m))
 	case *messages.CaptureGraph:
-		m.Reply <- a.captureGraph(m)
+		answer(a, m.Reply, a.captureGraph(m))
 	case *messages.DestroyGraph:
-		m.Reply <- a.destroyGraph(m)
+		answer(a, m.Reply, a.destroyGraph(m))
 	default:
 		a.logger.Warn("gpu worker: unknown message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -296,4 +296,13 @@ func (a *gpuActor) outOfMemory(owner, label string, bytes int64, overBudget bool
 		e.ShortfallBytes = bytes - e.DeviceFree
 	}
 	return e
+}
+
+// answer publishes the ledger's totals (publishTotals), then sends v on
+// reply: a caller holding its answer finds the ledger as its request left
+// it in Worker.LedgerTotals (a scrape right after BuildArena shows the
+// arena).
+func answer[T any](a *gpuActor, reply chan<- T, v T) {
+	a.publishTotals()
+	reply <- v
 }

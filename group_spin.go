@@ -25,12 +25,12 @@ import (
 //
 // Measured on the H200 host (16 cores; BenchmarkGroupRoundTrip and
 // BenchmarkGroupStep, group_bench_test.go, with one goroutine of other
-// work running): 8 ranks spinning make 2.39–3.37 M round trips/s, 5.2–7.3×
-// one rank's 0.44–0.52 M, and parked 0.36–0.40 M; their empty group step
-// takes a p50 of 84–132 µs spinning and 88–90 µs parked, and the other
-// goroutine's work is the same either way (589–632 M iterations/s). On 2
-// cores, where the Ps run out, 8 ranks' step takes 477 µs spinning and
-// 77–101 µs parked.
+// work running; docs/performance/several-gpus.md): 8 ranks spinning make
+// 3.3–4.0 M round trips/s, a median 6.4× one rank's 0.50–0.61 M, and
+// parked 0.36–0.40 M; their empty group step takes a p50 of 86–131 µs
+// spinning and 91–120 µs parked, and the other goroutine's work is the
+// same either way (568–617 M iterations/s). On 2 cores, where the Ps run
+// out, 8 ranks' step takes 477 µs spinning and 77–101 µs parked.
 func GroupSpin(ranks, procs int) time.Duration {
 	if ranks < 1 || 2*ranks > procs {
 		return 0

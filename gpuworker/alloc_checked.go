@@ -25,7 +25,6 @@ func (w *Worker) AllocBatchChecked(ctx context.Context, owner, what string, item
 	if what == "" {
 		return nil, fmt.Errorf("alloc batch for %q: %w: name what the batch is", owner, ErrInvalidValue)
 	}
-	reply := make(chan messages.AllocBatchReply, 1)
-	r, err := ask(context.Background(), w, &messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Preflight: what, Reply: reply}, reply)
+	r, err := allocBatches.ask(context.Background(), w, messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Preflight: what})
 	return r.Ptrs, errors.Join(err, r.Err)
 }

@@ -21,8 +21,7 @@ import (
 // ErrNoCompute (the backend runs no kernels), ErrInvalidValue (an empty
 // name, or one already loaded), ErrDeviceFault, ErrClosed, the context's.
 func (w *Worker) LoadModule(ctx context.Context, name string, image []byte) (*device.Module, error) {
-	reply := make(chan messages.LoadModuleReply, 1)
-	r, err := ask(ctx, w, &messages.LoadModule{Ctx: ctx, Name: name, Image: image, Reply: reply}, reply)
+	r, err := moduleLoads.ask(ctx, w, messages.LoadModule{Ctx: ctx, Name: name, Image: image})
 	return r.Module, errors.Join(err, r.Err)
 }
 
@@ -31,7 +30,6 @@ func (w *Worker) LoadModule(ctx context.Context, name string, image []byte) (*de
 // ErrNoModule when no module of that name is loaded; the backend's;
 // ErrClosed; the context's.
 func (w *Worker) UnloadModule(ctx context.Context, name string) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.UnloadModule{Ctx: ctx, Name: name, Reply: reply}, reply)
+	r, err := moduleUnloads.ask(ctx, w, messages.UnloadModule{Ctx: ctx, Name: name})
 	return errors.Join(err, r)
 }

@@ -36,8 +36,7 @@ var (
 // ErrInvalidValue (an empty name, one held already, a nil function),
 // ErrDeviceFault; and ErrClosed, the context's.
 func (w *Worker) CaptureGraph(ctx context.Context, name string, capture func(device.Device) error) (device.Graph, error) {
-	reply := make(chan messages.CaptureGraphReply, 1)
-	r, err := ask(ctx, w, &messages.CaptureGraph{Ctx: ctx, Name: name, Capture: capture, Reply: reply}, reply)
+	r, err := graphCaptures.ask(ctx, w, messages.CaptureGraph{Ctx: ctx, Name: name, Capture: capture})
 	return r.Graph, errors.Join(err, r.Err)
 }
 
@@ -46,7 +45,6 @@ func (w *Worker) CaptureGraph(ctx context.Context, name string, capture func(dev
 // when no graph of that name is held; the backend's; ErrClosed; the
 // context's.
 func (w *Worker) DestroyGraph(ctx context.Context, name string) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.DestroyGraph{Ctx: ctx, Name: name, Reply: reply}, reply)
+	r, err := graphDestroys.ask(ctx, w, messages.DestroyGraph{Ctx: ctx, Name: name})
 	return errors.Join(err, r)
 }

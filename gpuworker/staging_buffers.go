@@ -101,8 +101,7 @@ func (s *stagingSet) release(w *Worker) error {
 			pinned = append(pinned, b.mem)
 		}
 	}
-	reply := make(chan error, 1)
-	r, err := ask(context.Background(), w, &messages.StagingUnregister{Buffers: pinned, Reply: reply}, reply)
+	r, err := stagingUnregisters.ask(context.Background(), w, messages.StagingUnregister{Buffers: pinned})
 	if err = errors.Join(err, r); err != nil {
 		return fmt.Errorf("release %d staging buffer(s) (%d page-locked): %w; their %d B of host memory are left mapped, since the GPU thread or the driver may still use them", len(s.bufs), len(pinned), err, len(s.mem))
 	}

@@ -167,12 +167,11 @@ func (w *Worker) load(ctx context.Context, ck *checkpoint.Checkpoint, tensors []
 	}
 	var ptrs []device.DevicePtr
 	if len(items) > 0 {
-		reply := make(chan messages.AllocBatchReply, 1)
 		preflight := fmt.Sprintf("weights (%d tensors, %d B in %d allocation(s))", len(tensors), total, len(items))
 		// The wait is not cut short by ctx: the actor refuses the request
 		// if ctx is done when it gets to it, and otherwise its pointers
 		// must come back here to be freed should the load stop.
-		r, err := ask(context.Background(), w, &messages.AllocBatch{Ctx: ctx, Owner: device.WeightsOwner, Items: items, Preflight: preflight, Reply: reply}, reply)
+		r, err := allocBatches.ask(context.Background(), w, messages.AllocBatch{Ctx: ctx, Owner: device.WeightsOwner, Items: items, Preflight: preflight})
 		if err = errors.Join(err, r.Err); err != nil {
 			return nil, fmt.Errorf("load weights: nothing allocated: %w", err)
 		}
@@ -383,17 +382,15 @@ func (w *Worker) upload(ctx context.Context, ck *checkpoint.Checkpoint, weights 
 	// send hands buf's segments (none: buf nil) to the GPU thread and waits
 	// for inflight's copies, unlocking inflight when no chunk needs it.
 	send := func(buf *stagingBuffer, segs []messages.HostSegment) error {
-		m := &messages.CopyHtoDStaged{Ctx: ctx, Segments: segs, Wait: inflight.memory(), UnregisterWait: inflight != nil && grants >= len(plan)}
+		m := messages.CopyHtoDStaged{Ctx: ctx, Segments: segs, Wait: inflight.memory(), UnregisterWait: inflight != nil && grants >= len(plan)}
 		if buf != nil {
 			m.Buffer, m.Register = buf.mem, !buf.asked
 			buf.asked = true
 		}
-		reply := make(chan messages.CopyHtoDStagedReply, 1)
-		m.Reply = reply
 		// The wait is not cut short by ctx (the GPU thread refuses the
 		// request if ctx is done when it gets to it, and a copy's wait is
 		// one chunk's): which buffers are locked must be known.
-		r, err := ask(context.Background(), w, m, reply)
+		r, err := stagedCopies.ask(context.Background(), w, m)
 		if err != nil && m.Register {
 			r.Pinned = true // no reply: the GPU thread may have locked it
 		}

@@ -235,15 +235,13 @@ func (w *Worker) Abandon() { w.status.abandon() }
 // nil when the worker serves requests; the context's error when it was done
 // before the actor got to it; the fatal error once the backend panicked.
 func (w *Worker) Ping(ctx context.Context) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.Ping{Ctx: ctx, Reply: reply}, reply)
+	r, err := pings.ask(ctx, w, messages.Ping{Ctx: ctx})
 	return errors.Join(err, r)
 }
 
 // Alloc allocates bytes bytes for owner, recorded as label.
 func (w *Worker) Alloc(ctx context.Context, owner, label string, bytes int64) (device.DevicePtr, error) {
-	reply := make(chan messages.AllocReply, 1)
-	r, err := ask(ctx, w, &messages.Alloc{Ctx: ctx, Owner: owner, Label: label, Bytes: bytes, Reply: reply}, reply)
+	r, err := allocs.ask(ctx, w, messages.Alloc{Ctx: ctx, Owner: owner, Label: label, Bytes: bytes})
 	return r.Ptr, errors.Join(err, r.Err)
 }
 
@@ -258,15 +256,13 @@ func (w *Worker) Alloc(ctx context.Context, owner, label string, bytes int64) (d
 // code outside the module cannot make a batch. An embedder builds an arena
 // with the module root's Manager.BuildArena, or allocates with Alloc.
 func (w *Worker) AllocBatch(ctx context.Context, owner string, items []messages.AllocItem, tag func([]device.DevicePtr) any) ([]device.DevicePtr, any, error) {
-	reply := make(chan messages.AllocBatchReply, 1)
-	r, err := ask(ctx, w, &messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Tag: tag, Reply: reply}, reply)
+	r, err := allocBatches.ask(ctx, w, messages.AllocBatch{Ctx: ctx, Owner: owner, Items: items, Tag: tag})
 	return r.Ptrs, r.Tag, errors.Join(err, r.Err)
 }
 
 // Free frees one allocation held by owner.
 func (w *Worker) Free(ctx context.Context, owner string, ptr device.DevicePtr) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.Free{Ctx: ctx, Owner: owner, Ptr: ptr, Reply: reply}, reply)
+	r, err := frees.ask(ctx, w, messages.Free{Ctx: ctx, Owner: owner, Ptr: ptr})
 	return errors.Join(err, r)
 }
 
@@ -276,8 +272,7 @@ func (w *Worker) Free(ctx context.Context, owner string, ptr device.DevicePtr) e
 // the request may have run or not: failed is then all of ptrs, and the
 // ledger tells what is still held.
 func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []device.DevicePtr) (failed []device.DevicePtr, err error) {
-	reply := make(chan messages.FreeBatchReply, 1)
-	r, err := ask(ctx, w, &messages.FreeBatch{Ctx: ctx, Owner: owner, Ptrs: ptrs, Reply: reply}, reply)
+	r, err := freeBatches.ask(ctx, w, messages.FreeBatch{Ctx: ctx, Owner: owner, Ptrs: ptrs})
 	if err != nil {
 		return ptrs, err
 	}
@@ -288,43 +283,37 @@ func (w *Worker) FreeBatch(ctx context.Context, owner string, ptrs []device.Devi
 // an error. It returns how many allocations it freed, the bytes they held,
 // and the first error.
 func (w *Worker) FreeOwner(ctx context.Context, owner string) (freed int, bytes int64, err error) {
-	reply := make(chan messages.FreeOwnerReply, 1)
-	r, err := ask(ctx, w, &messages.FreeOwner{Ctx: ctx, Owner: owner, Reply: reply}, reply)
+	r, err := freeOwners.ask(ctx, w, messages.FreeOwner{Ctx: ctx, Owner: owner})
 	return r.Freed, r.Bytes, errors.Join(err, r.Err)
 }
 
 // Memset sets bytes bytes at ptr to value.
 func (w *Worker) Memset(ctx context.Context, ptr device.DevicePtr, value byte, bytes int64) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.Memset{Ctx: ctx, Ptr: ptr, Value: value, Bytes: bytes, Reply: reply}, reply)
+	r, err := memsets.ask(ctx, w, messages.Memset{Ctx: ctx, Ptr: ptr, Value: value, Bytes: bytes})
 	return errors.Join(err, r)
 }
 
 // CopyHtoD copies src to dst.
 func (w *Worker) CopyHtoD(ctx context.Context, dst device.DevicePtr, src []byte) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.CopyHtoD{Ctx: ctx, Dst: dst, Src: src, Reply: reply}, reply)
+	r, err := copiesHtoD.ask(ctx, w, messages.CopyHtoD{Ctx: ctx, Dst: dst, Src: src})
 	return errors.Join(err, r)
 }
 
 // CopyDtoH reads bytes bytes at src.
 func (w *Worker) CopyDtoH(ctx context.Context, src device.DevicePtr, bytes int64) ([]byte, error) {
-	reply := make(chan messages.CopyDtoHReply, 1)
-	r, err := ask(ctx, w, &messages.CopyDtoH{Ctx: ctx, Src: src, Bytes: bytes, Reply: reply}, reply)
+	r, err := copiesDtoH.ask(ctx, w, messages.CopyDtoH{Ctx: ctx, Src: src, Bytes: bytes})
 	return r.Data, errors.Join(err, r.Err)
 }
 
 // CopyDtoD copies bytes bytes from src to dst.
 func (w *Worker) CopyDtoD(ctx context.Context, dst, src device.DevicePtr, bytes int64) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.CopyDtoD{Ctx: ctx, Dst: dst, Src: src, Bytes: bytes, Reply: reply}, reply)
+	r, err := copiesDtoD.ask(ctx, w, messages.CopyDtoD{Ctx: ctx, Dst: dst, Src: src, Bytes: bytes})
 	return errors.Join(err, r)
 }
 
 // MemInfo returns the device's free and total memory in bytes.
 func (w *Worker) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err error) {
-	reply := make(chan messages.MemInfoReply, 1)
-	r, err := ask(ctx, w, &messages.MemInfo{Ctx: ctx, Reply: reply}, reply)
+	r, err := memInfos.ask(ctx, w, messages.MemInfo{Ctx: ctx})
 	return r.FreeBytes, r.TotalBytes, errors.Join(err, r.Err)
 }
 
@@ -334,10 +323,9 @@ func (w *Worker) MemInfo(ctx context.Context) (freeBytes, totalBytes int64, err 
 // how long step ran and step's error (a panic in step is recovered as a
 // *StepPanicError; runtime.Goexit in step gives ErrStepExited).
 func (w *Worker) Forward(ctx context.Context, step func(device.Device) error) (time.Duration, error) {
-	reply := make(chan messages.ForwardReply, 1)
 	// A step runs the embedder's code for an unknown time: poll for the
 	// spin only.
-	r, err := askBusy(ctx, w, &messages.Forward{Ctx: ctx, Step: step, Reply: reply}, reply, 0)
+	r, err := forwards.ask(ctx, w, messages.Forward{Ctx: ctx, Step: step})
 	return r.Duration, errors.Join(err, r.Err)
 }
 
@@ -370,12 +358,10 @@ func (w *Worker) Gone() <-chan struct{} { return w.status.gone }
 
 // Ledger returns a snapshot of the ledger.
 func (w *Worker) Ledger(ctx context.Context) (device.Ledger, error) {
-	reply := make(chan device.Ledger, 1)
-	return ask(ctx, w, &messages.LedgerSnapshot{Reply: reply}, reply)
+	return ledgerSnapshots.ask(ctx, w, messages.LedgerSnapshot{})
 }
 
 // Stats returns how the worker has run.
 func (w *Worker) Stats(ctx context.Context) (device.Stats, error) {
-	reply := make(chan device.Stats, 1)
-	return ask(ctx, w, &messages.Stats{Reply: reply}, reply)
+	return statsRequests.ask(ctx, w, messages.Stats{})
 }

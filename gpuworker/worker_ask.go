@@ -9,12 +9,6 @@ import (
 	"github.com/gpuarena/gpuarena/gpuworker/internal/pinned"
 )
 
-// ask sends msg to the GPU actor and waits for its reply; a caller alone in
-// the mailbox polls for it while the GPU thread works (DefaultBusyPoll).
-func ask[R any](ctx context.Context, w *Worker, msg any, reply <-chan R) (R, error) {
-	return askBusy(ctx, w, msg, reply, DefaultBusyPoll)
-}
-
 // ctxDone is ctx.Done(), nil (never closed) for a nil ctx.
 func ctxDone(ctx context.Context) <-chan struct{} {
 	if ctx == nil {

@@ -18,16 +18,14 @@ import (
 // see messages.AddView. Its view is of gpuarena's internal package messages,
 // so code outside the module cannot call it with one.
 func (w *Worker) AddView(ctx context.Context, owner string, parent device.DevicePtr, view messages.PoolView) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.AddView{Ctx: ctx, Owner: owner, Parent: parent, View: view, Reply: reply}, reply)
+	r, err := addViews.ask(ctx, w, messages.AddView{Ctx: ctx, Owner: owner, Parent: parent, View: view})
 	return errors.Join(err, r)
 }
 
 // RetireOwners records owners as retired in the ledger
 // (device.Ledger.Retired), and frees nothing; see messages.RetireOwners.
 func (w *Worker) RetireOwners(ctx context.Context, owners []string) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.RetireOwners{Ctx: ctx, Owners: owners, Reply: reply}, reply)
+	r, err := ownerRetirements.ask(ctx, w, messages.RetireOwners{Ctx: ctx, Owners: owners})
 	return errors.Join(err, r)
 }
 
@@ -35,7 +33,6 @@ func (w *Worker) RetireOwners(ctx context.Context, owners []string) error {
 // (device.Ledger.Retired): a released arena's owner, when its manager is
 // reset to build again. It frees and allocates nothing.
 func (w *Worker) RestoreOwners(ctx context.Context, owners []string) error {
-	reply := make(chan error, 1)
-	r, err := ask(ctx, w, &messages.RetireOwners{Ctx: ctx, Owners: owners, Restore: true, Reply: reply}, reply)
+	r, err := ownerRetirements.ask(ctx, w, messages.RetireOwners{Ctx: ctx, Owners: owners, Restore: true})
 	return errors.Join(err, r)
 }

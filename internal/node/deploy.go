@@ -49,7 +49,8 @@ func checkBuild(m *nodepb.BuildRequest) error {
 // arena of global rank stage·t + r, all or nothing: a rank's plan past its
 // device's budget is refused before anything is built, and a build that
 // fails on the device releases the arenas built before it (which retires
-// those devices, as Manager.Release does). Errors: gpuarena.ErrInvalidValue
+// those devices, as Manager.Release does); the devices a rollback could not
+// release stay refused until a release of key frees them (releaseRetired). Errors: gpuarena.ErrInvalidValue
 // (a bad key, ttl, config, option, stage or device list; a layout the
 // model does not split), ErrKeyConflict, ErrUnknownDevice, ErrDeviceInUse,
 // gpuarena.ErrOutOfMemory (an *gpuworker.OutOfMemoryError), the devices'.
@@ -103,7 +104,10 @@ func (g *gateway) build(ctx context.Context, m *nodepb.BuildRequest) (*nodepb.De
 		}
 		if err != nil {
 			err = fmt.Errorf("build %q: rank %d on device %d: %w", key, first+int64(r), dev, err)
-			return nil, errors.Join(err, g.releaseDevices(ctx, key, devs[:r+1]))
+			if rerr := g.releaseDevices(ctx, key, devs[:r+1]); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("rolling the build back: %w; the devices stay refused until a release of %q frees them", rerr, key))
+			}
+			return nil, err
 		}
 		dep.Devices = append(dep.Devices, &nodepb.DeploymentDevice{Device: dev, Rank: first + int64(r),
 			ArenaBytes: led.Owners[device.ArenaOwner].CurrentBytes})
@@ -307,13 +311,14 @@ func (g *gateway) releaseDevices(ctx context.Context, key string, devs []int32) 
 	return errors.Join(errs...)
 }
 
-// releaseDeployment releases key's deployment; false when the node holds
-// none. A release that fails keeps the deployment, so the next release or
-// tick tries again (Manager.Release is idempotent).
+// releaseDeployment releases key's deployment, or the devices a failed
+// build of key left retired (releaseRetired); false when the node holds
+// neither. A release that fails keeps the deployment, so the next release
+// or tick tries again (Manager.Release is idempotent).
 func (g *gateway) releaseDeployment(ctx context.Context, key string) (bool, error) {
 	d, ok := g.deployments[key]
 	if !ok {
-		return false, nil
+		return g.releaseRetired(ctx, key)
 	}
 	var devs []int32
 	for _, dd := range d.dep.GetDevices() {
@@ -325,6 +330,29 @@ func (g *gateway) releaseDeployment(ctx context.Context, key string) (bool, erro
 	delete(g.deployments, key)
 	g.version++
 	g.logger.Info("gpuarena node: deployment released", "key", key, "devices", devs)
+	return true, nil
+}
+
+// releaseRetired releases again the devices retired under key with no
+// deployment of key: a build whose rollback could not release them (the
+// deployment was never made, so no lease expires for them). False when
+// there are none; an error when one still fails, which keeps it retired.
+func (g *gateway) releaseRetired(ctx context.Context, key string) (bool, error) {
+	var devs []int32
+	for dev, k := range g.retired {
+		if k == key {
+			devs = append(devs, dev)
+		}
+	}
+	if len(devs) == 0 {
+		return false, nil
+	}
+	slices.Sort(devs)
+	if err := g.releaseDevices(ctx, key, devs); err != nil {
+		return false, fmt.Errorf("release %q (the devices its failed build left): %w", key, err)
+	}
+	g.version++
+	g.logger.Info("gpuarena node: devices of a failed build released", "key", key, "devices", devs)
 	return true, nil
 }
 

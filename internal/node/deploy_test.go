@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +15,11 @@ import (
 	"github.com/gpuarena/gpuarena"
 	"github.com/gpuarena/gpuarena/arena"
 	"github.com/gpuarena/gpuarena/device"
+	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/modelgen"
 	"github.com/gpuarena/gpuarena/internal/nodepb"
 	"github.com/gpuarena/gpuarena/internal/testkit"
+	"github.com/gpuarena/gpuarena/internal/testkit/simgroup"
 )
 
 // tinyTP2 is a generated tiny Llama folder and the BuildRequest that
@@ -423,5 +426,44 @@ func TestDeployOnARemoteNode(t *testing.T) {
 	})
 	if _, _, err := client.RenewLease(ctx, n.address, "lapsing", time.Second); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("renew of a lapsed deployment: %v, want ErrNotFound", err)
+	}
+}
+
+// A build that fails on rank 1 and whose rollback cannot free rank 0's
+// arena leaves device 0 refused, naming the build's key, and a release of
+// that key frees it: the devices are not held until the node restarts.
+func TestFailedRollbackIsReleasedByItsKey(t *testing.T) {
+	mc := simgroup.Machine(t, "2xh100-80gb")
+	mc.Faults = []gpuworker.Faults{{FailFreeAt: 1}, {FailAllocAt: 1}}
+	lg := newLocalGatewayOn(t, mc, nil)
+	_, req := tinyTP2(t, "d")
+	r := askLocal[*nodepb.DeploymentResponse](t, lg, req)
+	err := remoteError("local", r.GetError())
+	if !errors.Is(err, gpuarena.ErrOutOfMemory) || !strings.Contains(err.Error(), `stay refused until a release of "d"`) {
+		t.Fatalf("build: %v, want rank 1's ErrOutOfMemory and the failed rollback, with what to do", err)
+	}
+	if got := ownerTotals(t, lg, 0)[device.ArenaOwner]; got == 0 {
+		t.Fatal("device 0 holds no arena after its release failed: the fault did not take")
+	}
+	other := proto.CloneOf(req)
+	other.Key = "e"
+	r = askLocal[*nodepb.DeploymentResponse](t, lg, other)
+	if err := remoteError("local", r.GetError()); !errors.Is(err, ErrDeviceInUse) || !strings.Contains(err.Error(), `"d"`) {
+		t.Fatalf("build on the device the rollback left: %v, want ErrDeviceInUse naming \"d\"", err)
+	}
+	if rel := askLocal[*nodepb.ReleaseResponse](t, lg, &nodepb.ReleaseRequest{Key: "d"}); !rel.GetReleased() || rel.GetError() != nil {
+		t.Fatalf("release of the failed build's key: %v, want released", rel)
+	}
+	for _, dev := range []int32{0, 1} {
+		if got := ownerTotals(t, lg, dev); len(got) != 0 {
+			t.Fatalf("device %d holds %v after the release, want nothing", dev, got)
+		}
+	}
+	if rel := askLocal[*nodepb.ReleaseResponse](t, lg, &nodepb.ReleaseRequest{Key: "d"}); rel.GetReleased() {
+		t.Fatalf("a second release of the key: %v, want nothing to release", rel)
+	}
+	dep := deployed(t, lg, other)
+	if len(dep.GetDevices()) != 2 {
+		t.Fatalf("the build after the release: %v, want both devices", dep)
 	}
 }

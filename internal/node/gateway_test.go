@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/gpuarena/gpuarena"
+	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/nodepb"
 	"github.com/gpuarena/gpuarena/internal/testkit"
 	"github.com/gpuarena/gpuarena/internal/testkit/simgroup"
@@ -66,7 +67,14 @@ func newLocalGateway(t testing.TB) *localGateway { return newLocalGatewayPlacing
 // grainMembers (nil: the gateway's fake membership).
 func newLocalGatewayPlacing(t testing.TB, grainMembers Membership) *localGateway {
 	t.Helper()
-	group := simgroup.Open(t, simgroup.Machine(t, "2xh100-80gb"))
+	return newLocalGatewayOn(t, simgroup.Machine(t, "2xh100-80gb"), grainMembers)
+}
+
+// newLocalGatewayOn is newLocalGatewayPlacing on the simulated machine mc
+// (its fault plans included).
+func newLocalGatewayOn(t testing.TB, mc gpuworker.MachineConfig, grainMembers Membership) *localGateway {
+	t.Helper()
+	group := simgroup.Open(t, mc)
 	lg := &localGateway{system: testkit.NewActorSystem(t), clock: &fakeClock{now: time.Unix(1_000_000, 0)},
 		members: &fakeMembership{}, group: group}
 	if grainMembers == nil {

@@ -52,25 +52,16 @@ func useBuiltinConfig(fs *pflag.FlagSet, p *planFlags) {
 	f.Usage += " (default: the built-in Qwen3-0.6B config, examples/configs/" + defaultRunConfig + ")"
 }
 
-// builtinRunConfig writes the built-in defaultRunConfig into a new
-// temporary folder, for run's modelgen, which reads a path, and returns
-// its path with a function that removes the folder.
+// builtinRunConfig writes the built-in configs into a new temporary
+// folder (builtinConfigDir), for run's modelgen, which reads a path, and
+// returns defaultRunConfig's path there with a function that removes the
+// folder.
 func builtinRunConfig() (string, func(), error) {
-	data, err := configs.FS.ReadFile(defaultRunConfig)
+	dir, remove, err := builtinConfigDir()
 	if err != nil {
 		return "", nil, err
 	}
-	dir, err := os.MkdirTemp("", "arenactl-config-")
-	if err != nil {
-		return "", nil, err
-	}
-	remove := func() { os.RemoveAll(dir) }
-	path := filepath.Join(dir, defaultRunConfig)
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		remove()
-		return "", nil, fmt.Errorf("write the built-in config: %w", err)
-	}
-	return path, remove, nil
+	return filepath.Join(dir, defaultRunConfig), remove, nil
 }
 
 // loadConfig reads the config at path (arena.LoadConfig). A path that does

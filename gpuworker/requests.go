@@ -14,9 +14,9 @@ import (
 // mailbox's queue node: the request, its message and its channel come back
 // to the pool once the reply has been read. A request whose caller stopped
 // waiting (its context done, the worker gone) is left to the garbage
-// collector instead, since its reply may still come. Every request is
-// answered exactly once (a reply, or Fail), so a reused channel never
-// holds an old reply.
+// collector instead, since its reply may still come. A request is
+// answered at most once (a reply, or Fail), and only a request whose
+// reply was read goes back, so a reused channel never holds an old reply.
 //
 // Garbage matters here because the GPU thread and its callers poll, and a
 // collection needs them all: with 8 ranks on 16 cores, a fresh request per

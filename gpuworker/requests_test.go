@@ -3,6 +3,9 @@ package gpuworker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +84,92 @@ func TestAbandonedReplyIsNotReadByALaterRequest(t *testing.T) {
 		}
 		if _, err := w.Forward(context.Background(), func(device.Device) error { return nil }); err != nil {
 			t.Fatalf("a later forward returned %v, want nil (the late reply was read again)", err)
+		}
+	}
+}
+
+// Many callers mix answered, abandoned (context done while queued or while
+// running) and Goexit-cut requests of several kinds: every answer a caller
+// reads is its own, and the GPU thread never blocks on a reused, full
+// channel.
+func TestPooledRepliesNeverCrossTalk(t *testing.T) {
+	w, _ := startSim(t, gpuworker.HostSimConfig{})
+	const callers, rounds = 8, 300
+	var wg sync.WaitGroup
+	errc := make(chan error, callers)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ptr, err := w.Alloc(context.Background(), fmt.Sprint("owner", g), "buf", 64)
+			if err != nil {
+				errc <- err
+				return
+			}
+			for i := range rounds {
+				mine := fmt.Errorf("caller %d round %d", g, i)
+				switch i % 6 {
+				case 0: // answered step with its own error
+					_, err := w.Forward(context.Background(), func(device.Device) error { return mine })
+					if !errors.Is(err, mine) {
+						errc <- fmt.Errorf("forward %v: got %v", mine, err)
+						return
+					}
+				case 1: // a step cut short by Goexit
+					_, err := w.Forward(context.Background(), func(device.Device) error { runtime.Goexit(); return nil })
+					if !errors.Is(err, gpuworker.ErrStepExited) {
+						errc <- fmt.Errorf("goexit forward %v: got %v", mine, err)
+						return
+					}
+				case 2: // abandoned while running or queued
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%5)*20*time.Microsecond)
+					_, err := w.Forward(ctx, func(device.Device) error { time.Sleep(50 * time.Microsecond); return mine })
+					cancel()
+					if err != nil && !errors.Is(err, mine) && !errors.Is(err, context.DeadlineExceeded) {
+						errc <- fmt.Errorf("abandoned forward %v: got %v", mine, err)
+						return
+					}
+				case 3: // own data back
+					b := byte(g*31 + i)
+					if err := w.CopyHtoD(context.Background(), ptr, []byte{b, b, b}); err != nil {
+						errc <- err
+						return
+					}
+					got, err := w.CopyDtoH(context.Background(), ptr, 3)
+					if err != nil || len(got) != 3 || got[0] != b {
+						errc <- fmt.Errorf("caller %d read %v, %v; want %d", g, got, err, b)
+						return
+					}
+				case 4: // abandoned pings
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%3)*time.Microsecond)
+					err := w.Ping(ctx)
+					cancel()
+					if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+						errc <- fmt.Errorf("ping: %v", err)
+						return
+					}
+				case 5:
+					if err := w.Ping(context.Background()); err != nil {
+						errc <- fmt.Errorf("ping: %v", err)
+						return
+					}
+				}
+			}
+			errc <- nil
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		w.Abandon()
+		t.Fatal("callers stuck: the GPU thread blocked answering")
+	}
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Error(err)
 		}
 	}
 }

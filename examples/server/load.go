@@ -32,7 +32,8 @@ Without --url it starts the server in this process with the serving flags
 (on --listen, default a free loopback port), runs the load, shuts the
 server down, and checks that the ledger was at 0 after the release and
 that no goroutine is left. With --url it drives that server and checks
-nothing after.
+nothing after; the serving flags are then refused, since they would not
+reach it.
 
 Exit status: 0 when every request completed or was cut by --duration
 (and, without --url, the checks after the shutdown pass); 2 when a
@@ -90,7 +91,7 @@ func newLoadCommand(c *command, stdout, stderr io.Writer) *cobra.Command {
 		Long:  loadLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.load(cmd.Context(), stdout, stderr, cmd.Flags(), f)
+			return c.load(cmd.Context(), stdout, stderr, cmd.Flags(), cmd.InheritedFlags(), f)
 		},
 	}
 	fs := cmd.Flags()
@@ -140,12 +141,15 @@ func (f *loadFlags) config(fs *pflag.FlagSet) (loadgen.Config, error) {
 }
 
 // load runs "server load": see loadLong.
-func (c *command) load(ctx context.Context, stdout, stderr io.Writer, fs *pflag.FlagSet, f *loadFlags) error {
+func (c *command) load(ctx context.Context, stdout, stderr io.Writer, fs, inherited *pflag.FlagSet, f *loadFlags) error {
 	cfg, err := f.config(fs)
 	if err != nil {
 		return err
 	}
 	if f.url != "" {
+		if set := servingFlagsSet(inherited); len(set) > 0 {
+			return fmt.Errorf("--url drives a running server: %s would not reach it; leave them out, or leave out --url to start a server with them", strings.Join(set, ", "))
+		}
 		rep, err := loadgen.Run(ctx, cfg)
 		if rep != nil { // what the clients saw, also when requests failed or the server went away
 			err = errors.Join(err, writeLoad(stdout, f.jsonOut, loadOutcome{Report: rep}))
@@ -168,6 +172,19 @@ func (c *command) load(ctx context.Context, stdout, stderr io.Writer, fs *pflag.
 	}
 	out.AfterShutdown.GoroutinesLeft = goroutinesLeft(before)
 	return errors.Join(err, out.AfterShutdown.err(), writeLoad(stdout, f.jsonOut, out))
+}
+
+// servingFlagsSet is the serving flags given ("--config"): the server
+// command's own flags (inherited), which only an in-process server takes;
+// the log flags apply either way.
+func servingFlagsSet(inherited *pflag.FlagSet) []string {
+	var set []string
+	inherited.VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed && fl.Name != "log-level" && fl.Name != "log-json" {
+			set = append(set, "--"+fl.Name)
+		}
+	})
+	return set
 }
 
 // runLoad starts the server of st on addr, runs cfg's load against it

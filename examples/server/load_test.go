@@ -154,6 +154,7 @@ func TestLoadRefusesBadFlags(t *testing.T) {
 		{[]string{"--shared-prefixes", "0"}, "--shared-prefixes 0: must be at least 1 while a shared fraction is above 0"},
 		{[]string{"--prefix-tokens", "17"}, "--prefix-tokens 17: must be 1 to 16, the shortest prompt, while a shared fraction is above 0"},
 		{[]string{"--url", "localhost:8080"}, "--url localhost:8080: must be an http:// or https:// URL with a host"},
+		{[]string{"--url", "http://127.0.0.1:1"}, "--url drives a running server: --config, --kv-blocks, --max-batch-tokens, --max-seq-len would not reach it; leave them out, or leave out --url to start a server with them"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := execute(context.Background(), loadArgs(tc.args...), &stdout, &stderr, nil)

@@ -61,11 +61,9 @@ func (s *server) handler() http.Handler {
 	return mux
 }
 
-// serve answers on ln until shutdown; it returns nil after a shutdown.
+// serve answers on ln until shutdown; it returns nil after a shutdown,
+// at once when shutdown came first.
 func (s *server) serve(ln net.Listener) error {
-	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	s.engine.start()
 	s.log.Info("server: listening", "addr", ln.Addr().String(), "model", s.name)
 	if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -86,23 +84,21 @@ func (s *server) shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	idle := s.inflight.drain()
 	var errs []error
-	if s.http != nil {
-		select {
-		case <-idle:
-		case <-ctx.Done():
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.log.Warn("server: requests still running at the end of the drain; cutting them", "why", context.Cause(ctx))
+		s.engine.close() // every live choice ends with "abort"
+		// The cut handlers end at once; connections accepted but
+		// without a request yet (which Shutdown waits 5 s for) are
+		// closed after cutWait.
+		cut, cancel := context.WithTimeout(context.Background(), cutWait)
+		if err := s.http.Shutdown(cut); err != nil {
+			errs = append(errs, s.http.Close())
 		}
-		if err := s.http.Shutdown(ctx); err != nil {
-			s.log.Warn("server: requests still running at the end of the drain; cutting them", "why", context.Cause(ctx))
-			s.engine.close() // every live choice ends with "abort"
-			// The cut handlers end at once; connections accepted but
-			// without a request yet (which Shutdown waits 5 s for) are
-			// closed after cutWait.
-			cut, cancel := context.WithTimeout(context.Background(), cutWait)
-			if err := s.http.Shutdown(cut); err != nil {
-				errs = append(errs, s.http.Close())
-			}
-			cancel()
-		}
+		cancel()
 	}
 	s.engine.close()
 	rel, err := s.m.Release(context.Background())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,7 +95,7 @@ func start(ctx context.Context, st settings, log *slog.Logger) (*server, error) 
 
 // build is start's part after the manager is made.
 func build(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.ModelConfig, plan *arena.Plan, log *slog.Logger) (*server, error) {
-	fit, err := preflight(ctx, m, st, cfg, plan)
+	fit, err := preflight(ctx, m, st, cfg, plan, log)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +145,11 @@ func build(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.Mod
 		s.name = strings.TrimSuffix(filepath.Base(st.config), ".json")
 	}
 	s.engine = newEngine(m, sched, model, log, s.metrics, s.history)
+	// The HTTP server and the engine exist from here, so that a shutdown
+	// that comes before serve (a signal at start-up) stops both.
+	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.engine.start()
 	log.Info("server: built", "model", s.name, "arena_bytes", plan.BufferBytes, "kv_cache_bytes", spec.Bytes, "kv_blocks", spec.Counts.Blocks,
 		"max_batch_tokens", o.MaxBatchTokens, "max_seq_len", o.MaxSeqLen, "max_batch_size", o.MaxBatchSize)
 	return s, nil
@@ -153,8 +159,9 @@ func build(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.Mod
 // Manager.Preflight with the checkpoint's exact bytes; without, the arena
 // and the KV cache alone (arena.Fit with the weights left out, on the
 // device state the manager reads, nothing reserved: the context is
-// already counted as used).
-func preflight(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.ModelConfig, plan *arena.Plan) (*arena.FitReport, error) {
+// already counted as used), with a warning on log when the model with its
+// estimated weights would not fit.
+func preflight(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.ModelConfig, plan *arena.Plan, log *slog.Logger) (*arena.FitReport, error) {
 	if st.model != "" {
 		return m.Preflight(ctx, plan, cfg, gpuarena.PreflightWeights(st.model, device.LayoutPooled))
 	}
@@ -162,8 +169,14 @@ func preflight(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena
 	if err != nil {
 		return nil, err
 	}
-	return arena.Fit(plan, cfg, arena.DeviceMemory{TotalBytes: total, FreeBytes: free},
-		arena.FitOptions{GPUMemoryUtilization: &st.utilization, ExcludeWeights: true, ReserveBytes: new(int64(0))})
+	dm := arena.DeviceMemory{TotalBytes: total, FreeBytes: free}
+	fo := arena.FitOptions{GPUMemoryUtilization: &st.utilization, ReserveBytes: new(int64(0))}
+	if whole, err := arena.Fit(plan, cfg, dm, fo); err == nil && !whole.Fits {
+		log.Warn("server: served without weights (--config), the model would not fit this device: its weights would not leave room for the arena and one sequence's KV cache; the KV cache takes their room instead",
+			"estimated_weight_bytes", whole.WeightBytes, "budget_bytes", whole.BudgetBytes)
+	}
+	fo.ExcludeWeights = true
+	return arena.Fit(plan, cfg, dm, fo)
 }
 
 // loadWeights loads the checkpoint of dir, logging its progress each

@@ -105,11 +105,16 @@ func (s *Scheduler) Stats() Stats {
 // Step runs one scheduler step: the requests arriving by now join the
 // queue, Live.Schedule builds the batch (one kvcache.Step, one more round
 // trip per preemption round), and each sequence that samples gets its
-// next token from the trace. Errors: kv's, or a refusal other than
+// next token from the trace. When nothing runs or waits, the step is the
+// next request's arrival step: a server idles until a request comes, and
+// runs no empty steps before it. Errors: kv's, or a refusal other than
 // exhaustion (a scheduler bug), wrapped with the step; ErrUnservable
 // (wrapping kvcache.ErrExhausted) for a request the whole pool cannot
 // hold.
 func (s *Scheduler) Step(ctx context.Context, kv KV) (StepReport, error) {
+	if s.live.Idle() && s.arrived < len(s.trace.Requests) {
+		s.step = max(s.step, s.trace.Requests[s.arrived].ArrivalStep)
+	}
 	for s.arrived < len(s.trace.Requests) && s.trace.Requests[s.arrived].ArrivalStep <= s.step {
 		r := &s.trace.Requests[s.arrived]
 		if err := s.live.Add(Key(s.arrived), LiveRequest{Prompt: r.promptIDs(s.vocab), MaxTokens: r.OutputTokens}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gpuarena/gpuarena/kvcache"
@@ -145,5 +146,37 @@ func TestSchedulerUnservable(t *testing.T) {
 	}
 	if _, err := s.Step(context.Background(), newPoolKV(t, 8)); !errors.Is(err, ErrUnservable) || !errors.Is(err, kvcache.ErrExhausted) {
 		t.Fatalf("a 13-block prompt on 7 blocks: %v, want ErrUnservable wrapping the exhaustion", err)
+	}
+}
+
+// An idle scheduler waits for the next request instead of running empty
+// steps: requests a billion steps apart take the steps their tokens need,
+// and each step reports the step it ran at.
+func TestSchedulerSkipsIdleSteps(t *testing.T) {
+	tr := &Trace{Requests: []Request{
+		{ID: "a", ArrivalStep: 3, PromptTokens: 10, OutputTokens: 2},
+		{ID: "b", ArrivalStep: 1_000_000_000, PromptTokens: 10, OutputTokens: 2},
+	}}
+	s, err := NewScheduler(tr, Options{MaxBatchSize: 4, MaxBatchTokens: 1024, MaxSeqLen: 1024, Vocab: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := newPoolKV(t, 8)
+	var steps []int
+	for !s.Done() {
+		if len(steps) > 10 {
+			t.Fatalf("not done after steps %v", steps)
+		}
+		r, err := s.Step(context.Background(), kv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, r.Step)
+	}
+	// Each request: a prefill step that samples its first token, a decode
+	// step for its second; the step after frees it.
+	want := []int{3, 4, 5, 1_000_000_000, 1_000_000_001, 1_000_000_002}
+	if !slices.Equal(steps, want) {
+		t.Fatalf("steps %v, want %v", steps, want)
 	}
 }

@@ -15,6 +15,7 @@ func TestParseMachine(t *testing.T) {
 		{" 4XH100-80GB ", 4, "h100-80gb"},
 		{"2×a100_80gb", 2, "a100-80gb"},
 		{"h200", 1, "h200"},
+		{"72xh200", 72, "h200"},
 	}
 	for _, tt := range tests {
 		m, err := ParseMachine(tt.in)
@@ -22,7 +23,7 @@ func TestParseMachine(t *testing.T) {
 			t.Errorf("ParseMachine(%q) = %v, %v; want %dx%s", tt.in, m, err, tt.count, tt.name)
 		}
 	}
-	for _, in := range []string{"", "0xh200", "8xh300", "x", "2000xh200", "-1xh200", "8x"} {
+	for _, in := range []string{"", "0xh200", "8xh300", "x", "2000xh200", "73xh200", "-1xh200", "8x"} {
 		if _, err := ParseMachine(in); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("ParseMachine(%q): %v, want an *OptionError", in, err)
 		}
@@ -42,7 +43,7 @@ func FuzzParseMachine(f *testing.F) {
 			}
 			return
 		}
-		if m.Count < 1 || m.Count > MaxParallelSize || m.Preset.TotalBytes <= 0 {
+		if m.Count < 1 || m.Count > MaxHostDevices || m.Preset.TotalBytes <= 0 {
 			t.Fatalf("ParseMachine(%q) = %+v", s, m)
 		}
 	})

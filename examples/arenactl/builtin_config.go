@@ -52,16 +52,12 @@ func useBuiltinConfig(fs *pflag.FlagSet, p *planFlags) {
 	f.Usage += " (default: the built-in Qwen3-0.6B config, examples/configs/" + defaultRunConfig + ")"
 }
 
-// builtinRunConfig writes the built-in configs into a new temporary
-// folder (builtinConfigDir), for run's modelgen, which reads a path, and
-// returns defaultRunConfig's path there with a function that removes the
-// folder.
+// builtinRunConfig is defaultRunConfig's path (resolveConfig of
+// builtinRunConfigName: written into a temporary folder outside the
+// repository), for run's modelgen, which reads a path, with a function
+// that removes what it wrote.
 func builtinRunConfig() (string, func(), error) {
-	dir, remove, err := builtinConfigDir()
-	if err != nil {
-		return "", nil, err
-	}
-	return filepath.Join(dir, defaultRunConfig), remove, nil
+	return resolveConfig(builtinRunConfigName)
 }
 
 // loadConfig reads the config at path (arena.LoadConfig). A path that does
@@ -77,6 +73,33 @@ func loadConfig(path string) (*arena.ModelConfig, error) {
 		return nil, notFound(err)
 	}
 	return arena.ParseConfig(data)
+}
+
+// resolveConfig is path when it exists; else, when it names a built-in
+// config (builtinConfig), that config written into a new temporary folder
+// (for what reads a path), with a function that removes the folder.
+// Errors: notFound's for a path that neither exists nor names one; the
+// temporary folder's.
+func resolveConfig(path string) (string, func(), error) {
+	_, err := os.Stat(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return path, func() {}, nil // a path that exists, or an error the reader will report
+	}
+	data, ok := builtinConfig(path)
+	if !ok {
+		return "", nil, notFound(fmt.Errorf("config %q: %w", path, err))
+	}
+	dir, err := os.MkdirTemp("", "arenactl-config-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove := func() { os.RemoveAll(dir) }
+	out := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("write the built-in config: %w", err)
+	}
+	return out, remove, nil
 }
 
 // notFound is err, a config path that does not exist, with the names of the

@@ -56,7 +56,7 @@ func newGenModelCmd(_ *app) *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return c.run(cmd.Context(), cmd.OutOrStdout()) },
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&c.config, "config", "", "Hugging Face config.json of the model, or the model folder that holds it (required)")
+	fs.StringVar(&c.config, "config", "", "Hugging Face config.json of the model, the model folder that holds it, or a built-in config by name (required)")
 	fs.StringVar(&c.out, "out", "", "the folder to write, empty or absent (required)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed of the weights: the same seed gives the same bytes")
 	fs.Int64Var(&c.layers, "layers", 0, "keep the first N decoder layers (0: all of them)")
@@ -89,7 +89,12 @@ func (c *genModelCmd) run(ctx context.Context, w io.Writer) error {
 	if c.layers < 0 {
 		return fmt.Errorf("--layers %d: must be ≥ 0", c.layers)
 	}
-	r, err := modelgen.GenerateContext(ctx, c.config, c.out, modelgen.Options{Seed: c.seed, Layers: c.layers, ShardBytes: int64(c.shard), Zeros: c.zeros})
+	config, remove, err := resolveConfig(c.config)
+	if err != nil {
+		return withFlag(err)
+	}
+	defer remove()
+	r, err := modelgen.GenerateContext(ctx, config, c.out, modelgen.Options{Seed: c.seed, Layers: c.layers, ShardBytes: int64(c.shard), Zeros: c.zeros})
 	if err != nil {
 		return err
 	}

@@ -204,3 +204,19 @@ func poolPadding(t *testing.T, dir string) int64 {
 	}
 	return pad
 }
+
+// gen-model takes a built-in config by name, as fit and run do, and lists
+// the names for one that is neither a path nor a built-in.
+func TestGenModelBuiltinConfig(t *testing.T) {
+	dir, s := genModel(t, "qwen3-0.6b", "--layers", "1", "--zeros")
+	if s.ModelType != "qwen3" || s.Layers != 1 {
+		t.Fatalf("gen-model of the built-in qwen3-0.6b: %+v, want a 1-layer qwen3", s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, "gen-model", "--config", "no-such-model", "--out", filepath.Join(t.TempDir(), "m"))
+	if r.code != 2 || !strings.Contains(r.stderr, "qwen3-0.6b") {
+		t.Fatalf("gen-model of an unknown name: exit %d, stderr %q; want 2 and the built-in names", r.code, r.stderr)
+	}
+}

@@ -252,7 +252,8 @@ func looksLikeSafetensors(data []byte) bool {
 // a value past int64, heads that do not divide, a layer_types or
 // hybrid_override_pattern of the wrong length or with unknown entries.
 // Input past a limit also wraps ErrConfigTooLarge: more than MaxConfigBytes
-// (refused before it is decoded), more than MaxLayers layers, an array of
+// (refused before it is decoded), more than MaxLayers layers, a vocab_size
+// past int32 (token ids are int32), an array of
 // more than MaxArchitectures, MaxLayers (layer_types) or MaxArrayEntries
 // entries (refused before its entries are decoded). An unknown model_type
 // that has hidden_size, num_attention_heads, num_hidden_layers, vocab_size

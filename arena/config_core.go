@@ -2,6 +2,7 @@ package arena
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -23,6 +24,12 @@ func parseCore(r *fieldReader, c *ModelConfig) {
 			fmt.Sprintf("does not divide num_attention_heads (%d)", c.NumAttentionHeads))
 	}
 	c.VocabSize = r.required("vocab_size")
+	if c.VocabSize > math.MaxInt32 {
+		// vLLM holds token ids as int32 (vllm/v1/worker/gpu_model_runner.py,
+		// input_ids).
+		r.failWith("vocab_size", c.VocabSize, fmt.Sprintf("exceeds %d: token ids are int32", math.MaxInt32), ErrConfigTooLarge)
+		c.VocabSize = 0
+	}
 	c.IntermediateSize = r.optional("intermediate_size", 0)
 	c.MaxPositionEmbeddings = r.optional("max_position_embeddings", 0)
 	c.TorchDType = r.str("torch_dtype")

@@ -203,6 +203,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"kv heads do not divide", mutate(t, llama, map[string]string{"num_key_value_heads": "5"}), "num_key_value_heads", int64(5)},
 		{"kv heads over heads", mutate(t, llama, map[string]string{"num_key_value_heads": "64"}), "num_key_value_heads", int64(64)},
 		{"negative vocab", mutate(t, llama, map[string]string{"vocab_size": "-1"}), "vocab_size", int64(-1)},
+		{"vocab past int32 token ids", mutate(t, llama, map[string]string{"vocab_size": "2147483648"}), "vocab_size", int64(2147483648)},
 		{"dense without intermediate", mutate(t, llama, map[string]string{"intermediate_size": ""}), "intermediate_size", nil},
 		{"zero head_dim", mutate(t, "qwen3-8b.json", map[string]string{"head_dim": "0"}), "head_dim", int64(0)},
 		{"bad dtype type", mutate(t, llama, map[string]string{"torch_dtype": "16"}), "torch_dtype", "16"},

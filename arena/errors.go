@@ -12,7 +12,7 @@ var ErrInvalidConfig = errors.New("arena: invalid model config")
 // ErrConfigTooLarge is wrapped by the *ConfigError for a config past one of
 // the reader's size limits: more than MaxConfigBytes of input, or an array
 // field with more entries than its maximum (MaxLayers, MaxArchitectures,
-// MaxArrayEntries). Test with errors.Is.
+// MaxArrayEntries), or a vocab_size past int32 token ids. Test with errors.Is.
 var ErrConfigTooLarge = errors.New("arena: config exceeds a size limit")
 
 // ErrNotRegularFile is wrapped by the *ConfigError LoadConfig returns for a

@@ -24,7 +24,7 @@ import (
 // one 4.1–5.4 M (BenchmarkGroupRoundTrip, docs/performance/several-gpus.md).
 // The queue node is not pooled: it is freed on the GPU thread and needed
 // on the caller's, and a sync.Pool's steals across Ps cost more than the
-// node (3.0–3.6 M/s).
+// node (2.9–3.6 M/s).
 type requests[M, R any] struct {
 	pool sync.Pool // of *request[M, R]
 	// bind sets m's reply channel.

@@ -109,6 +109,10 @@ type stepSlot struct {
 	tables serving.Tables
 	seeds  []uint64
 	began  time.Time // when scheduling it began
+	// behind is whether the forward before it was queued or running when
+	// it was scheduled: the GPU thread then waits for it from that
+	// forward's end; otherwise (after an idle spell) from began.
+	behind bool
 	// queued is its forward, nil for an empty batch; the forward writes
 	// next (the sampled tokens, one per batch row, in a slice the model
 	// reuses two forwards later) and its start and end on the GPU thread,
@@ -308,8 +312,9 @@ func (e *engine) take(msg any) {
 // GPU thread (the model's work). exposed is the scheduler's overhead as the
 // device sees it: how long the GPU thread waited for this step's forward
 // after the previous one ended (or, after an idle spell, after its
-// scheduling began) — with steps overlapped, the part of scheduling and
-// the round trips the forward before it did not hide. cpu is the engine's
+// scheduling began) — with steps overlapped, the part of scheduling,
+// committing the step before and the round trips that the forward before
+// it did not hide. cpu is the engine's
 // own time for the step (scheduling through the KV cache actor, commit,
 // handing the tokens to the deliverer), which overlaps another forward.
 type stepTiming struct {
@@ -351,6 +356,7 @@ func (e *engine) schedule(ctx context.Context) (*stepSlot, error) {
 	sl := &e.slots[e.turn]
 	e.turn ^= 1
 	sl.began = time.Now()
+	sl.behind = e.flight != nil && e.flight.queued != nil
 	b, err := e.sched.Schedule(ctx, e.m, &sl.tables)
 	if err != nil {
 		return nil, err
@@ -398,10 +404,8 @@ func (e *engine) commit(sl *stepSlot) (t stepTiming, err error) {
 	began := time.Now()
 	if sl.queued != nil {
 		t.device = sl.end.Sub(sl.start)
-		// The GPU thread waited from the later of the previous
-		// forward's end and this step's scheduling.
 		t.exposed = sl.start.Sub(sl.began)
-		if e.lastEnd.After(sl.began) {
+		if sl.behind {
 			t.exposed = sl.start.Sub(e.lastEnd)
 		}
 		e.lastEnd = sl.end

@@ -39,7 +39,7 @@ func BenchmarkSchedulerOverhead(b *testing.B) {
 	st := settings{config: "../configs/qwen3-0.6b.json", utilization: 0.9, kvBlocks: overheadBatch * 80,
 		opts:    arena.Options{MaxBatchTokens: 8192, MaxSeqLen: 1280, MaxBatchSize: overheadBatch},
 		backend: gpuworker.BackendConfig{Kind: gpuworker.KindHostSim, HostSim: gpuworker.HostSimConfig{Name: "hostsim H200", TotalBytes: gpuworker.H200Bytes}}}
-	s, err := start(context.Background(), st, slog.New(slog.DiscardHandler))
+	s, err := newServer(context.Background(), st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -52,15 +52,29 @@ type NotFitError struct {
 // Error is the fit's explanation (explainFit).
 func (e *NotFitError) Error() string { return explainFit(e.Report) }
 
-// start builds everything the server serves with, in order: the manager,
-// the preflight (refused with a *NotFitError when the model does not
-// fit), the weights (with --model, their progress logged every 10%), the
-// arena, the KV cache the fit leaves room for, the kernels, and the
-// engine (not yet running). Options under which no request could be
-// served are refused with ErrRequestLimitTooSmall: a max_seq_len below 2
-// before anything is allocated, a KV cache holding fewer than 2 tokens
-// before it is built. On an error everything allocated is released.
+// start builds the server (newServer) and starts its engine's loop, so
+// that serve only answers HTTP: a shutdown that comes before serve (a
+// signal at start-up) still stops the engine, and serve then returns at
+// once.
 func start(ctx context.Context, st settings, log *slog.Logger) (*server, error) {
+	s, err := newServer(ctx, st, log)
+	if err != nil {
+		return nil, err
+	}
+	s.engine.start()
+	return s, nil
+}
+
+// newServer builds everything the server serves with, in order: the
+// manager, the preflight (refused with a *NotFitError when the model does
+// not fit), the weights (with --model, their progress logged every 10%),
+// the arena, the KV cache the fit leaves room for, the kernels, the
+// engine (its loop not started) and the HTTP server. Options under which
+// no request could be served are refused with ErrRequestLimitTooSmall: a
+// max_seq_len below 2 before anything is allocated, a KV cache holding
+// fewer than 2 tokens before it is built. On an error everything
+// allocated is released.
+func newServer(ctx context.Context, st settings, log *slog.Logger) (*server, error) {
 	if st.config == "" {
 		st.config = st.model
 	}
@@ -145,11 +159,8 @@ func build(ctx context.Context, m *gpuarena.Manager, st settings, cfg *arena.Mod
 		s.name = strings.TrimSuffix(filepath.Base(st.config), ".json")
 	}
 	s.engine = newEngine(m, sched, model, log, s.metrics, s.history)
-	// The HTTP server and the engine exist from here, so that a shutdown
-	// that comes before serve (a signal at start-up) stops both.
 	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	s.engine.start()
 	log.Info("server: built", "model", s.name, "arena_bytes", plan.BufferBytes, "kv_cache_bytes", spec.Bytes, "kv_blocks", spec.Counts.Blocks,
 		"max_batch_tokens", o.MaxBatchTokens, "max_seq_len", o.MaxSeqLen, "max_batch_size", o.MaxBatchSize)
 	return s, nil

@@ -70,7 +70,6 @@ func (a *gpuActor) Receive(c actor.Context) {
 		a.current = m
 		a.handle(m)
 		a.current = nil
-		a.publishTotals() // a request cut short (exiting) is answered without answer
 	}
 }
 
@@ -152,6 +151,7 @@ func (a *gpuActor) exiting() {
 		a.logger.Warn("runtime.Goexit on the GPU thread; a new GPU thread takes over", "err", err)
 	}
 	if f, ok := m.(messages.Failer); ok {
+		a.publishTotals() // as answer does
 		f.Fail(err)
 		return
 	}

@@ -47,13 +47,8 @@ func SendVia(ctx context.Context, w *Worker, pid *actor.PID, msg any, done <-cha
 	if err := w.CheckCaller(); err != nil {
 		return err
 	}
-	if ctx != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return ErrClosed
-	default:
+	if err := sendable(ctx, done); err != nil {
+		return err
 	}
 	w.dispatcher.Expect()
 	w.system.Root.Send(pid, msg)
@@ -69,21 +64,27 @@ func AwaitVia[R any](ctx context.Context, w *Worker, reply <-chan R, done <-chan
 	return waitReply(ctx, done, w.status.gone, reply)
 }
 
-// sendAndWait is Ask's frame: it checks ctx and done, calls send (which sends the
-// request and may already have the reply), then waits for the reply, ctx or
-// done.
-func sendAndWait[R any](ctx context.Context, done <-chan struct{}, send func() (R, bool), reply <-chan R) (R, error) {
-	var zero R
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := ctx.Err(); err != nil {
-		return zero, err
+// sendable checks what must hold before a request is sent: the
+// context's error, or ErrClosed when done is closed; nil otherwise.
+func sendable(ctx context.Context, done <-chan struct{}) error {
+	if ctx != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	select {
 	case <-done:
-		return zero, ErrClosed
+		return ErrClosed
 	default:
+		return nil
+	}
+}
+
+// sendAndWait is Ask's frame: it checks ctx and done (sendable), calls
+// send (which sends the request and may already have the reply), then
+// waits for the reply, ctx or done.
+func sendAndWait[R any](ctx context.Context, done <-chan struct{}, send func() (R, bool), reply <-chan R) (R, error) {
+	var zero R
+	if err := sendable(ctx, done); err != nil {
+		return zero, err
 	}
 	if r, ok := send(); ok {
 		return r, nil

@@ -20,11 +20,11 @@ import (
 //
 // Garbage matters here because the GPU thread and its callers poll, and a
 // collection needs them all: with 8 ranks on 16 cores, a fresh request per
-// round trip (4 objects, 192 B) gave 3.0–3.7 M round trips/s and a pooled
-// one 4.1–5.4 M (BenchmarkGroupRoundTrip, docs/performance/several-gpus.md).
+// round trip (4 objects, 192 B) gave a median 2.75 M round trips/s and a
+// pooled one 3.61 M (BenchmarkGroupRoundTrip, docs/performance/several-gpus.md).
 // The queue node is not pooled: it is freed on the GPU thread and needed
 // on the caller's, and a sync.Pool's steals across Ps cost more than the
-// node (2.9–3.6 M/s).
+// node (2.85–3.64 M/s against 4.08–5.41 M/s in one run of 5 rounds).
 type requests[M, R any] struct {
 	pool sync.Pool // of *request[M, R]
 	// bind sets m's reply channel.

@@ -15,7 +15,7 @@ import (
 
 // DefaultLoadChunkBytes is the size of one staging buffer of a weights load
 // when LoadOptions.ChunkBytes is 0: 4 MiB. On the H200 host of
-// docs/gpu-validation.md, 16 readers loaded a 16 GB checkpoint at 49.0
+// docs/performance/weights-load.md, 16 readers loaded a 16 GB checkpoint at 49.0
 // GB/s with 4 MiB chunks, 46.5 with 2 MiB (more round trips to the GPU
 // thread) and 49.2 with 8 MiB (twice the staging to fault in and lock:
 // 12.0 ms of setup against 8.4): the Readers + 2 buffers should stay
@@ -27,8 +27,9 @@ const MaxLoadChunkBytes = 1 << 30
 
 // DefaultLoadReaders is the number of goroutines that read a checkpoint in
 // parallel when LoadOptions.Readers is 0: 16. One reader's pread from the
-// page cache is one memory copy by one core, 7.6 GB/s on the H200 host of
-// docs/gpu-validation.md, against a host-to-device link of 55 GB/s; there
+// page cache is one memory copy by one core, against a host-to-device link
+// of 55 GB/s on the H200 host of docs/performance/weights-load.md (where 16
+// readers read at 82.2 GB/s); there
 // a 16 GB load ran at 44.4 GB/s with 8 readers, 47.9 with 12, 49.0 with
 // 16 and 49.1 with 24 (their staging grows with them: 10.1 ms of setup
 // against 8.4). A reader blocked in pread holds an OS thread, not a core,

@@ -340,13 +340,8 @@ func (w *Worker) Forward(ctx context.Context, step func(device.Device) error) (t
 // unanswered. Errors, with nothing queued: ErrReentrant from inside a
 // forward step, ErrClosed once the worker started to stop.
 func (w *Worker) QueueForward(ctx context.Context, step func(device.Device) error, reply chan<- messages.ForwardReply) error {
-	if err := w.CheckCaller(); err != nil {
+	if err := w.admit(); err != nil {
 		return err
-	}
-	select {
-	case <-w.closing:
-		return w.Closed(ErrClosed)
-	default:
 	}
 	w.system.Root.Send(w.pid, &messages.Forward{Ctx: ctx, Step: step, Reply: reply})
 	return nil

@@ -17,23 +17,17 @@ func ctxDone(ctx context.Context) <-chan struct{} {
 	return ctx.Done()
 }
 
-// askBusy is ask with the busy poll busy (0: poll for the spin only).
-//
-// A caller that finds no request waiting in the GPU actor's mailbox polls
-// for its reply (pinned.SendAndPoll), holding its P, for the spin and for as
-// long as the GPU thread is awake, up to busy; then it parks. Other callers,
-// and every caller when polling is off (no spin, or GOMAXPROCS 1: the GPU
-// thread needs a P of its own), park at once.
+// askBusy sends msg to the GPU actor (admit first) and waits for its
+// reply on reply, for ctx, or for the worker to be gone. A caller that
+// finds no request waiting in the GPU actor's mailbox polls for its reply
+// (pinned.SendAndPoll), holding its P, for the spin and for as long as the
+// GPU thread is awake, up to busy (0: the spin only); then it parks. Other
+// callers, and every caller when polling is off (no spin, or GOMAXPROCS 1:
+// the GPU thread needs a P of its own), park at once.
 func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, busy time.Duration) (R, error) {
-	if err := w.CheckCaller(); err != nil {
+	if err := w.admit(); err != nil {
 		var zero R
 		return zero, err
-	}
-	select {
-	case <-w.closing:
-		var zero R
-		return zero, w.Closed(ErrClosed)
-	default:
 	}
 	r, err := sendAndWait(ctx, w.status.gone, func() (R, bool) {
 		return pinned.SendAndPoll(w.dispatcher, func() { w.system.Root.Send(w.pid, msg) }, reply, ctxDone(ctx), w.status.gone, busy)
@@ -42,6 +36,20 @@ func askBusy[R any](ctx context.Context, w *Worker, msg any, reply <-chan R, bus
 		err = w.Closed(err)
 	}
 	return r, err
+}
+
+// admit refuses a request before it is sent: ErrReentrant on the GPU
+// thread (CheckCaller), ErrClosed (Closed) once the worker started to stop.
+func (w *Worker) admit() error {
+	if err := w.CheckCaller(); err != nil {
+		return err
+	}
+	select {
+	case <-w.closing:
+		return w.Closed(ErrClosed)
+	default:
+		return nil
+	}
 }
 
 // Closed is err, an ErrClosed of a request to this worker, with the

@@ -34,7 +34,9 @@ type BuildArenaReply struct {
 type ArenaStep func(a *device.Arena, dev device.Device) error
 
 // RunForward asks the arena supervisor to run one forward step on the arena.
-// Reply: ForwardReply.
+// Reply: ForwardReply, sent once: by the arena supervisor when it refuses
+// the step, otherwise by the GPU actor it hands the step to
+// (Worker.QueueForward), which answers after the step.
 type RunForward struct {
 	Ctx   context.Context
 	Step  ArenaStep

@@ -153,31 +153,21 @@ func (m *Manager) Forward(ctx context.Context, step func(a *device.Arena, dev de
 // nil step (ErrInvalidValue), the context's, ErrClosed, ErrReentrant; the
 // others come from Wait.
 func (m *Manager) QueueForward(ctx context.Context, step func(a *device.Arena, dev device.Device) error) (*QueuedStep, error) {
-	q, err := m.sup.QueueForward(ctx, step)
-	if err != nil {
-		return nil, err
-	}
-	return &QueuedStep{m: m, q: q}, nil
-}
-
-// QueuedStep is a forward step Manager.QueueForward queued.
-type QueuedStep struct {
-	m    *Manager
-	q    *actors.QueuedStep
-	once sync.Once
-}
-
-// Wait waits for the step and returns how long it ran and its error, as
-// Forward does. Later calls return the first one's result.
-func (q *QueuedStep) Wait() (time.Duration, error) {
-	d, err := q.q.Wait()
-	q.once.Do(func() {
-		if d > 0 {
-			q.m.forwardHist.Observe(d.Seconds())
+	if step != nil {
+		run := step
+		step = func(a *device.Arena, dev device.Device) error {
+			start := time.Now()
+			defer func() { m.forwardHist.Observe(time.Since(start).Seconds()) }()
+			return run(a, dev)
 		}
-	})
-	return d, err
+	}
+	return m.sup.QueueForward(ctx, step)
 }
+
+// QueuedStep is a forward step Manager.QueueForward queued: its Wait waits
+// for the step and returns how long it ran and its error, as Forward does;
+// later calls return the first one's result.
+type QueuedStep = actors.QueuedStep
 
 // CarveSlab carves the next bytes bytes (256-byte aligned) from the slab
 // name, bump-only, and returns the region's pointer and offset in the slab.

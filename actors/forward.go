@@ -47,7 +47,7 @@ func (s *Supervisors) QueueForward(ctx context.Context, step func(a *device.Aren
 		ctx = context.Background()
 	}
 	q := &QueuedStep{s: s, ctx: ctx, reply: make(chan messages.ForwardReply, 1)}
-	if err := s.send(ctx, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: q.state.guard(ctx, s.draining, step), Reply: q.reply}); err != nil {
+	if err := s.send(ctx, s.arena, s.arena, &messages.RunForward{Ctx: ctx, Step: q.state.guard(ctx, config{draining: s.draining}, step), Reply: q.reply}); err != nil {
 		return nil, err
 	}
 	return q, nil

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/gpuarena/gpuarena/device"
-	"github.com/gpuarena/gpuarena/gpuworker"
 	"github.com/gpuarena/gpuarena/internal/messages"
 )
 
@@ -24,15 +23,11 @@ const (
 type stepState struct{ v atomic.Int32 }
 
 // guard wraps step so that it runs only if its caller has not given up and
-// the manager has not started to close (draining closed: Supervisors.Drain).
-func (st *stepState) guard(ctx context.Context, draining <-chan struct{}, step messages.ArenaStep) messages.ArenaStep {
+// the manager has not started to close (cfg.refusing: Supervisors.Drain).
+func (st *stepState) guard(ctx context.Context, cfg config, step messages.ArenaStep) messages.ArenaStep {
 	return func(a *device.Arena, dev device.Device) error {
-		select {
-		case <-draining:
-			if st.v.CompareAndSwap(stepQueued, stepGivenUp) {
-				return fmt.Errorf("forward: %w: the manager started to close before it started", gpuworker.ErrClosed)
-			}
-		default:
+		if err := cfg.refusing("forward"); err != nil && st.v.CompareAndSwap(stepQueued, stepGivenUp) {
+			return err
 		}
 		if !st.v.CompareAndSwap(stepQueued, stepStarted) {
 			return fmt.Errorf("forward: %w: its caller gave up before it started; it did not run", context.Cause(ctx))

@@ -122,8 +122,11 @@ func (s *Supervisors) closed(wait *child, err error) error {
 		return err
 	}
 	select {
-	case <-s.worker.Gone():
+	case <-s.worker.Gone(): // first: a worker gone says why, and closing may be closed too
 		return s.worker.Closed(err)
+	default:
+	}
+	select {
 	case <-s.closing:
 		return err
 	default:

@@ -175,14 +175,14 @@ func checkArenaFits(mgr *gpuarena.Manager, dev int32, plan *arena.Plan) error {
 }
 
 // holder names what device dev holds that a deployment cannot share it
-// with ("" for nothing): a deployment, a deployment whose release failed
-// part-way, a reservation, or anything else in its ledger.
+// with ("" for nothing): a deployment, a deployment or failed build whose
+// release failed part-way, a reservation, or anything else in its ledger.
 func (g *gateway) holder(ctx context.Context, dev int32) (string, error) {
 	if d := g.deploymentOn(dev); d != nil {
 		return fmt.Sprintf("deployment %q", d.dep.GetKey()), nil
 	}
 	if key, ok := g.retired[dev]; ok {
-		return fmt.Sprintf("the deployment %q, whose release did not finish (release it again)", key), nil
+		return fmt.Sprintf("%q, whose release did not finish (release it again; each lease tick also retries a failed build's)", key), nil
 	}
 	var keys []string
 	for k, l := range g.leases {
@@ -335,8 +335,9 @@ func (g *gateway) releaseDeployment(ctx context.Context, key string) (bool, erro
 
 // releaseRetired releases again the devices retired under key with no
 // deployment of key: a build whose rollback could not release them (the
-// deployment was never made, so no lease expires for them). False when
-// there are none; an error when one still fails, which keeps it retired.
+// deployment was never made, so no lease expires for them; each lease
+// tick tries them again: retryFailedBuilds). False when there are none;
+// an error when one still fails, which keeps it retired.
 func (g *gateway) releaseRetired(ctx context.Context, key string) (bool, error) {
 	var devs []int32
 	for dev, k := range g.retired {
@@ -375,6 +376,29 @@ func (g *gateway) expireDeployments(ctx context.Context) bool {
 		g.logger.Info("gpuarena node: deployment lease lapsed", "key", k)
 	}
 	return len(lapsed) > 0
+}
+
+// retryFailedBuilds releases again, in key order, the devices that failed
+// builds' rollbacks left retired (releaseRetired); true when one was
+// freed. A device retired by a deployment's failed release waits for
+// that deployment's next release or lapse instead.
+func (g *gateway) retryFailedBuilds(ctx context.Context) bool {
+	var keys []string
+	for _, k := range g.retired {
+		if _, ok := g.deployments[k]; !ok && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	freed := false
+	for _, k := range keys {
+		ok, err := g.releaseRetired(ctx, k)
+		if err != nil {
+			g.logger.Warn("gpuarena node: the devices a failed build left are still refused", "key", k, "err", err)
+		}
+		freed = freed || ok
+	}
+	return freed
 }
 
 // renewAny answers a RenewRequest: a deployment's key extends the

@@ -454,11 +454,15 @@ func TestFailedRollbackIsReleasedByItsKey(t *testing.T) {
 	if rel := askLocal[*nodepb.ReleaseResponse](t, lg, &nodepb.ReleaseRequest{Key: "d"}); !rel.GetReleased() || rel.GetError() != nil {
 		t.Fatalf("release of the failed build's key: %v, want released", rel)
 	}
-	for _, dev := range []int32{0, 1} {
-		if got := ownerTotals(t, lg, dev); len(got) != 0 {
-			t.Fatalf("device %d holds %v after the release, want nothing", dev, got)
+	checkEmpty := func(when string) {
+		t.Helper()
+		for _, dev := range []int32{0, 1} {
+			if got := ownerTotals(t, lg, dev); len(got) != 0 {
+				t.Fatalf("device %d holds %v %s, want nothing", dev, got, when)
+			}
 		}
 	}
+	checkEmpty("after the release")
 	if rel := askLocal[*nodepb.ReleaseResponse](t, lg, &nodepb.ReleaseRequest{Key: "d"}); rel.GetReleased() {
 		t.Fatalf("a second release of the key: %v, want nothing to release", rel)
 	}
@@ -466,4 +470,25 @@ func TestFailedRollbackIsReleasedByItsKey(t *testing.T) {
 	if len(dep.GetDevices()) != 2 {
 		t.Fatalf("the build after the release: %v, want both devices", dep)
 	}
+}
+
+// A failed build's devices whose rollback failed are also freed by the
+// next lease tick, for a caller that never releases the key.
+func TestFailedRollbackIsRetriedByTheLeaseTick(t *testing.T) {
+	mc := simgroup.Machine(t, "2xh100-80gb")
+	mc.Faults = []gpuworker.Faults{{FailFreeAt: 1}, {FailAllocAt: 1}}
+	lg := newLocalGatewayOn(t, mc, nil)
+	_, req := tinyTP2(t, "d")
+	if r := askLocal[*nodepb.DeploymentResponse](t, lg, req); r.GetError() == nil {
+		t.Fatal("the build succeeded; want rank 1's allocation to fail")
+	}
+	if got := ownerTotals(t, lg, 0)[device.ArenaOwner]; got == 0 {
+		t.Fatal("device 0 holds no arena after its release failed: the fault did not take")
+	}
+	lg.system.Root.Send(lg.pid, leaseTick{})
+	if got := ownerTotals(t, lg, 0); len(got) != 0 {
+		t.Fatalf("device 0 holds %v after a lease tick, want nothing", got)
+	}
+	req.Key = "e"
+	deployed(t, lg, req)
 }

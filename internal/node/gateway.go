@@ -36,7 +36,8 @@ const (
 	MaxLeaseTTL = 24 * time.Hour
 )
 
-// leaseTick asks the gateway to free the reservations whose lease lapsed.
+// leaseTick asks the gateway to free the reservations and deployments
+// whose lease lapsed, and the devices failed builds left (retryFailedBuilds).
 type leaseTick struct{}
 
 // publishTick asks the gateway to publish its inventory again.
@@ -89,8 +90,8 @@ func (g *gateway) Receive(c actor.Context) {
 		g.publish(ctx)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	case leaseTick:
-		reservations, deployments := g.expire(ctx), g.expireDeployments(ctx)
-		if reservations || deployments {
+		reservations, deployments, retried := g.expire(ctx), g.expireDeployments(ctx), g.retryFailedBuilds(ctx)
+		if reservations || deployments || retried {
 			g.publish(ctx)
 		}
 	case publishTick:

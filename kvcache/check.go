@@ -260,11 +260,11 @@ func (p *Pool) checkSequence(id SeqID, s *sequence) error {
 			}
 		}
 	}
-	if p.indexes == nil {
-		return nil
-	}
 	if s.pending < 0 || s.pending > s.tokens {
 		return invariantf("sequence %d: %d pending tokens of %d", id, s.pending, s.tokens)
+	}
+	if p.indexes == nil {
+		return nil
 	}
 	if s.tailStart != p.tailStart(s.known()) || len(s.tail) != s.known()-s.tailStart {
 		return invariantf("sequence %d: tail of %d tokens from %d for %d known tokens", id, len(s.tail), s.tailStart, s.known())

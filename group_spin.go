@@ -26,11 +26,11 @@ import (
 // Measured on the H200 host (16 cores; BenchmarkGroupRoundTrip and
 // BenchmarkGroupStep, group_bench_test.go, with one goroutine of other
 // work running; docs/performance/several-gpus.md): 8 ranks spinning make
-// 3.3–4.0 M round trips/s, a median 6.4× one rank's 0.50–0.61 M, and
-// parked 0.36–0.40 M; their empty group step takes a p50 of 86–131 µs
-// spinning and 91–120 µs parked, and the other goroutine's work is the
-// same either way (568–617 M iterations/s). On 2 cores, where the Ps run
-// out, 8 ranks' step takes 477 µs spinning and 77–101 µs parked.
+// a median 3.61 M round trips/s, 6.4× one rank's 0.57 M, where parked
+// they made 0.36–0.40 M (0.7–0.9×); their empty group step takes about
+// the same spinning or parked (p50 86–165 µs against 91–120 µs), as does
+// the other goroutine's work. On 2 cores, where the Ps run out, 8 ranks'
+// step took a p50 of 166–196 µs spinning and 100–182 µs parked.
 func GroupSpin(ranks, procs int) time.Duration {
 	if ranks < 1 || 2*ranks > procs {
 		return 0

@@ -21,7 +21,7 @@ const defaultRunConfig = "qwen3-0.6b.json"
 
 // builtinRunConfigName is defaultRunConfig's path in the repository, which
 // loadConfig resolves to the built-in copy from any directory; soak plans
-// it by this name, run writes it out for modelgen (builtinRunConfig).
+// it by this name, run writes it out for modelgen (resolveConfig).
 var builtinRunConfigName = filepath.Join("examples", "configs", defaultRunConfig)
 
 // builtinConfigDir writes the built-in configs (configs.FS: every
@@ -45,19 +45,11 @@ func builtinConfigDir() (string, func(), error) {
 // default to the built-in defaultRunConfig: it shows no path as its
 // default, since none exists outside the repository; when the flag is not
 // given, soak plans builtinRunConfigName and run writes the config out
-// (builtinRunConfig).
+// (resolveConfig).
 func useBuiltinConfig(fs *pflag.FlagSet, p *planFlags) {
 	f := fs.Lookup("config")
 	p.config, f.DefValue = "", ""
 	f.Usage += " (default: the built-in Qwen3-0.6B config, examples/configs/" + defaultRunConfig + ")"
-}
-
-// builtinRunConfig is defaultRunConfig's path (resolveConfig of
-// builtinRunConfigName: written into a temporary folder outside the
-// repository), for run's modelgen, which reads a path, with a function
-// that removes what it wrote.
-func builtinRunConfig() (string, func(), error) {
-	return resolveConfig(builtinRunConfigName)
 }
 
 // loadConfig reads the config at path (arena.LoadConfig). A path that does

@@ -59,7 +59,7 @@ func newPlaceCmd(a *app) *cobra.Command {
 	fs := cmd.Flags()
 	c.fit.plan.register(fs, "")
 	c.fit.registerBudget(fs)
-	fs.StringVar(&c.devices, "devices", "8xh200", "the GPUs of the host, NxPRESET with N at most 72 (presets: those of fit --device)")
+	fs.StringVar(&c.devices, "devices", "8xh200", fmt.Sprintf("the GPUs of the host, NxPRESET with N at most %d (presets: those of fit --device)", arena.MaxHostDevices))
 	fs.IntVar(&c.top, "top", 0, "list only the best N layouts (0: all that fit)")
 	fs.BoolVar(&c.fit.jsonOut, "json", false, "print the layouts as JSON")
 	fs.StringVar(&c.cluster.cluster, "cluster", "", "place on a running cluster instead: a node's --listen address (host:port)")

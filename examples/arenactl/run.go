@@ -178,7 +178,7 @@ func (c *runCmd) run(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("--layout %q: want %s or %s", c.layout, device.LayoutPooled, device.LayoutDiscrete)
 	}
 	if c.model == "" && !cmd.Flags().Changed("config") {
-		path, remove, err := builtinRunConfig()
+		path, remove, err := resolveConfig(builtinRunConfigName)
 		if err != nil {
 			return err
 		}

@@ -1,5 +1,5 @@
 // Package simgroup opens gpuarena groups over simulated machines for tests:
-// the setup the node, cluster and group tests share. Only tests import it
+// the setup the node and cluster tests share. Only tests import it
 // (it is apart from testkit, which gpuworker's own tests import and which
 // so cannot import gpuarena).
 package simgroup
